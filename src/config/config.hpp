@@ -1,0 +1,50 @@
+#pragma once
+// redlock's configuration: the TOML file found on the search path, overridden by the
+// command line. Unknown keys and wrong types are errors naming file:line:col.
+
+#include <chrono>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/server_url.hpp"
+#include "util/error.hpp"
+
+namespace redlock::config {
+
+using Millis = std::chrono::milliseconds;
+
+struct ServerConfig {
+    ServerUrl url;
+    Millis connect_timeout{1000};
+    Millis command_timeout{1000};
+};
+
+struct Config {
+    std::string key_prefix = "lock:";
+    Millis ttl{30000};                // lease length for run/acquire
+    std::optional<Millis> wait;       // default --wait; nullopt waits forever
+    Millis connect_timeout{1000};     // default for servers (also those given with -s)
+    Millis command_timeout{1000};
+    std::vector<ServerConfig> servers; // never empty after load
+    std::filesystem::path source;      // the file read, empty for built-in defaults
+};
+
+// The config file to read: -c FILE, else $REDLOCK_CONFIG, else
+// $XDG_CONFIG_HOME/redlock/config.toml (default ~/.config/redlock/config.toml), else
+// /etc/redlock/config.toml, else none (built-in default). An explicitly named file
+// (-c or $REDLOCK_CONFIG) that does not exist is an error; the others are optional.
+[[nodiscard]] util::Expected<std::optional<std::filesystem::path>>
+find_config_file(const std::optional<std::filesystem::path>& explicit_path);
+
+// Loads the file (or the built-in default when path is nullopt). Config errors
+// (ErrorKind::config) read "FILE:LINE:COL: message". Warns on stderr when a file holding a
+// password is readable by group or others.
+[[nodiscard]] util::Expected<Config> load_config(const std::optional<std::filesystem::path>& path);
+
+// Parses TOML text; `source` names it in messages. Exposed for tests.
+[[nodiscard]] util::Expected<Config> parse_config(std::string_view text,
+                                                  const std::filesystem::path& source);
+
+} // namespace redlock::config

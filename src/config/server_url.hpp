@@ -1,0 +1,38 @@
+#pragma once
+// A Redis server address as users write it:
+//   redis://[[user]:password@]host[:port][/db]     (host may be [ipv6])
+//   unix:///path/redis.sock[?db=N]
+// rediss:// is recognised and refused with a clear message until TLS lands.
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "util/error.hpp"
+
+namespace redlock::config {
+
+struct ServerUrl {
+    std::string host;        // empty for a unix socket
+    int port = 6379;
+    std::string socket_path; // non-empty for unix://
+    int db = 0;
+    std::optional<std::string> username;
+    std::optional<std::string> password;
+
+    [[nodiscard]] bool is_unix() const { return !socket_path.empty(); }
+    // "127.0.0.1:6379" or "unix:/run/redis.sock" (with "/db" when db != 0); never a password.
+    [[nodiscard]] std::string display() const;
+};
+
+// Parses a URL; errors are usage errors naming the URL with any password masked.
+[[nodiscard]] util::Expected<ServerUrl> parse_server_url(std::string_view url);
+
+// The URL with the password replaced by "***", for messages.
+[[nodiscard]] std::string mask_url_password(std::string_view url);
+
+// Where the password sits inside a URL string, if it has one: [offset, offset+length).
+// Used to overwrite it in argv so it does not show in the process list.
+[[nodiscard]] std::optional<std::pair<size_t, size_t>> find_url_password(std::string_view url);
+
+} // namespace redlock::config
