@@ -18,6 +18,10 @@ int exit_status(ErrorKind kind) {
         return exit_code::conflict;
     case ErrorKind::lease_lost:
         return exit_code::lease_lost;
+    case ErrorKind::cannot_execute:
+        return exit_code::cannot_execute;
+    case ErrorKind::not_found:
+        return exit_code::not_found;
     }
     return exit_code::internal;
 }

@@ -15,6 +15,8 @@ enum class ErrorKind {
     config,      // unreadable, malformed or invalid config: 78
     conflict,    // lock held by another owner or --wait ran out: 75 (or -E)
     lease_lost,  // the lease was lost while PROGRAM ran: 79
+    cannot_execute, // PROGRAM found but not executable: 126
+    not_found,      // PROGRAM not found: 127
 };
 
 struct Error {

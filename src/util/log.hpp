@@ -2,9 +2,10 @@
 // redlock's own messages on stderr, as "redlock: text". stdout belongs to PROGRAM.
 // Errors always print; notes are silenced by -q; verbose lines need -v.
 
-#include <format>
 #include <string>
 #include <string_view>
+
+#include "util/format.hpp"
 
 namespace redlock::util::log {
 
@@ -17,18 +18,18 @@ void set_level(Level level);
 void write(std::string_view text); // one line, prefixed, written with a single write(2)
 
 template <typename... Args>
-void error(std::format_string<Args...> fmt, Args&&... args) {
-    write(std::format(fmt, std::forward<Args>(args)...));
+void error(std::string_view fmt, const Args&... args) {
+    write(util::format(fmt, args...));
 }
 template <typename... Args>
-void note(std::format_string<Args...> fmt, Args&&... args) {
+void note(std::string_view fmt, const Args&... args) {
     if (level() != Level::quiet)
-        write(std::format(fmt, std::forward<Args>(args)...));
+        write(util::format(fmt, args...));
 }
 template <typename... Args>
-void verbose(std::format_string<Args...> fmt, Args&&... args) {
+void verbose(std::string_view fmt, const Args&... args) {
     if (verbose_enabled())
-        write(std::format(fmt, std::forward<Args>(args)...));
+        write(util::format(fmt, args...));
 }
 
 } // namespace redlock::util::log

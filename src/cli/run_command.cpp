@@ -1,0 +1,312 @@
+#include "cli/run_command.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <poll.h>
+
+#include "lock/lock.hpp"
+#include "lock/name.hpp"
+#include "process/child.hpp"
+#include "process/signals.hpp"
+#include "redis/fanout.hpp"
+#include "util/duration.hpp"
+#include "util/log.hpp"
+#include "util/random.hpp"
+
+namespace redlock::cli {
+
+namespace {
+
+using Clock = lock::Clock;
+using Millis = std::chrono::milliseconds;
+using namespace std::chrono_literals;
+namespace log = util::log;
+
+int report(const util::Error& error) {
+    log::error("{}", error.message);
+    return util::exit_status(error.kind);
+}
+
+int poll_timeout_ms(Clock::time_point now, Clock::time_point until) {
+    if (until <= now)
+        return 0;
+    auto ms = std::chrono::ceil<Millis>(until - now).count();
+    return static_cast<int>(std::min<long long>(ms, 60'000));
+}
+
+bool is_forwarded(int sig) {
+    return std::ranges::find(process::k_forwarded_signals, sig) !=
+           std::end(process::k_forwarded_signals);
+}
+
+// Sleeps until `until` unless a forwarded signal arrives; returns that signal or 0.
+int sleep_interruptibly(process::SignalEvents& signals, Clock::time_point until) {
+    for (;;) {
+        auto now = Clock::now();
+        if (now >= until)
+            return 0;
+        pollfd p{signals.fd(), POLLIN, 0};
+        int rc = ::poll(&p, 1, poll_timeout_ms(now, until));
+        if (rc < 0 && errno != EINTR)
+            return 0;
+        if (rc > 0)
+            for (int sig : signals.read_pending())
+                if (is_forwarded(sig))
+                    return sig;
+    }
+}
+
+int first_forwarded(process::SignalEvents& signals) {
+    for (int sig : signals.read_pending())
+        if (is_forwarded(sig))
+            return sig;
+    return 0;
+}
+
+// Supervises PROGRAM while keeping the lease; returns the exit status.
+class Supervisor {
+  public:
+    Supervisor(lock::Lock& lock, process::Child& child, process::SignalEvents& signals,
+               std::string name)
+        : m_lock(lock), m_child(child), m_signals(signals), m_name(std::move(name)) {
+        auto ttl = lock.ttl();
+        m_renew_interval = std::max<Millis>(ttl / 3, 1ms);
+        m_retry_interval = std::clamp<Millis>(ttl / 10, 10ms, 1000ms);
+        m_grace = std::max<Millis>(ttl / 3, 1ms);
+        m_kill_margin = std::clamp<Millis>(ttl / 10, 1ms, 1000ms);
+        m_next_renewal = Clock::now() + m_renew_interval;
+    }
+
+    int run() {
+        std::vector<pollfd> fds;
+        for (;;) {
+            auto now = Clock::now();
+            if (m_program_status && !m_children_remain)
+                break;
+            act_on_deadlines(now);
+
+            fds.clear();
+            fds.push_back(pollfd{m_signals.fd(), POLLIN, 0});
+            redis::add_pollfds(m_lock.connections(), fds);
+            int rc = ::poll(fds.data(), fds.size(), poll_timeout_ms(now, next_wakeup(now)));
+            if (rc < 0 && errno != EINTR) {
+                log::error("poll: {}", std::strerror(errno));
+                break;
+            }
+            now = Clock::now();
+            if (m_lock.renewal_in_flight()) {
+                redis::dispatch(m_lock.connections(), std::span<const pollfd>(fds).subspan(1), now);
+                check_renewal(now);
+            }
+            if (rc > 0 && fds[0].revents)
+                handle_signals(now);
+        }
+        m_child.reclaim_terminal();
+        if (m_lost)
+            return util::exit_code::lease_lost;
+        return process::exit_status_of(*m_program_status);
+    }
+
+  private:
+    Clock::time_point term_at() const { return m_lock.validity_end() - m_grace; }
+    Clock::time_point kill_at() const {
+        return m_lost_kill_at ? *m_lost_kill_at : m_lock.validity_end() - m_kill_margin;
+    }
+
+    Clock::time_point next_wakeup(Clock::time_point now) const {
+        auto wake = now + 60s;
+        if (!m_lost) {
+            wake = std::min(wake, term_at());
+            if (m_lock.renewal_in_flight()) {
+                wake = std::min(wake, m_lock.validity_end());
+                if (auto d = redis::earliest_deadline(m_lock.connections()))
+                    wake = std::min(wake, *d);
+            } else {
+                wake = std::min(wake, m_next_renewal);
+            }
+        } else if (m_children_remain || !m_program_status) {
+            // Until the tree is gone: the KILL deadline, then SIGKILL again now and then in
+            // case something forked in between.
+            wake = std::min(wake, m_killed ? now + 50ms : kill_at());
+        }
+        if (m_leftover_kill_at && !m_leftover_killed)
+            wake = std::min(wake, *m_leftover_kill_at);
+        else if (m_leftover_killed && m_children_remain)
+            wake = std::min(wake, now + 50ms);
+        return wake;
+    }
+
+    void act_on_deadlines(Clock::time_point now) {
+        if (!m_lost) {
+            if (m_lock.renewal_in_flight() && now >= m_lock.validity_end())
+                m_lock.abandon_renewal(now);
+            if (now >= term_at()) {
+                lose(now, "renewals failed until the lease ran out", false);
+            } else if (!m_lock.renewal_in_flight() && now >= m_next_renewal) {
+                m_lock.start_renewal(now);
+                check_renewal(now); // a connect failure may decide it at once
+            }
+        }
+        if (m_lost && now >= kill_at() && (m_children_remain || !m_program_status)) {
+            if (!m_killed)
+                log::verbose("'{}': sending SIGKILL to PROGRAM's processes", m_name);
+            m_child.signal_tree(SIGKILL);
+            m_killed = true;
+        }
+        if (m_leftover_kill_at && now >= *m_leftover_kill_at && m_children_remain) {
+            m_child.signal_tree(SIGKILL);
+            m_leftover_killed = true;
+        }
+    }
+
+    void check_renewal(Clock::time_point now) {
+        switch (m_lock.poll_renewal(now)) {
+        case lock::RenewStatus::pending:
+            return;
+        case lock::RenewStatus::renewed:
+            if (m_renewal_failing)
+                log::note("renewing '{}' works again", m_name);
+            m_renewal_failing = false;
+            log::verbose("renewed '{}': {}", m_name, lock::describe_round(m_lock.last_round()));
+            m_next_renewal = now + m_renew_interval;
+            return;
+        case lock::RenewStatus::not_ours:
+            lose(now, "the lock no longer holds our token", true);
+            return;
+        case lock::RenewStatus::failed:
+            if (!m_renewal_failing)
+                log::note("renewing '{}' failed, retrying: {}", m_name,
+                          lock::describe_round(m_lock.last_round()));
+            else
+                log::verbose("renewing '{}' failed again: {}", m_name,
+                             lock::describe_round(m_lock.last_round()));
+            m_renewal_failing = true;
+            m_next_renewal = now + m_retry_interval;
+            return;
+        }
+    }
+
+    void lose(Clock::time_point now, std::string_view why, bool at_once) {
+        m_lost = true;
+        m_lock.abandon_renewal(now);
+        log::error("lost the lock '{}': {}; stopping PROGRAM", m_name, why);
+        if (at_once) // someone else may hold it already: do not wait for the lease to run out
+            m_lost_kill_at = std::min(kill_at(), now + std::min<Millis>(m_grace, 5s));
+        m_child.signal_tree(SIGTERM);
+    }
+
+    void handle_signals(Clock::time_point now) {
+        for (int sig : m_signals.read_pending()) {
+            if (sig == SIGCHLD) {
+                auto reaped = process::reap_children(m_child.pid(), m_program_status);
+                m_children_remain = reaped.children_remain;
+                if (reaped.program_stopped && !m_program_status)
+                    m_child.suspend_with_program();
+                if (m_program_status && m_children_remain && !m_leftover_kill_at && !m_lost) {
+                    // PROGRAM is done but left processes behind: they must not go on
+                    // unlocked, so stop them (TERM, then KILL) while we still hold the lease.
+                    log::verbose("PROGRAM exited leaving processes behind; stopping them");
+                    m_child.signal_tree(SIGTERM);
+                    m_leftover_kill_at = now + std::min<Millis>(m_grace, 5s);
+                }
+            } else if (is_forwarded(sig)) {
+                log::verbose("forwarding signal {} to PROGRAM", sig);
+                if (m_program_status)
+                    m_child.signal_tree(sig);
+                else
+                    m_child.signal_group(sig);
+            }
+        }
+    }
+
+    lock::Lock& m_lock;
+    process::Child& m_child;
+    process::SignalEvents& m_signals;
+    std::string m_name;
+
+    Millis m_renew_interval;
+    Millis m_retry_interval;
+    Millis m_grace;       // between SIGTERM and the latest SIGKILL
+    Millis m_kill_margin; // how long before the lease can expire PROGRAM must be gone
+    Clock::time_point m_next_renewal;
+    bool m_renewal_failing = false;
+
+    std::optional<int> m_program_status; // wait status once PROGRAM has ended
+    bool m_children_remain = true;
+    bool m_lost = false;
+    bool m_killed = false;
+    std::optional<Clock::time_point> m_lost_kill_at;
+    std::optional<Clock::time_point> m_leftover_kill_at;
+    bool m_leftover_killed = false;
+};
+
+void log_release(const std::string& name, const std::vector<lock::ServerResult>& results) {
+    if (!log::verbose_enabled())
+        return;
+    log::verbose("released '{}': {}", name, lock::describe_round(results));
+}
+
+} // namespace
+
+int run_command(const RunOptions& options, const config::Config& config) {
+    auto signals = process::SignalEvents::open();
+    if (!signals)
+        return report(signals.error());
+
+    const auto key = lock::lock_key(config.key_prefix, options.name);
+    lock::Lock lock(config.servers, key, util::random_token(), options.ttl);
+
+    const auto started = Clock::now();
+    const auto give_up = options.wait ? std::optional(started + *options.wait) : std::nullopt;
+    size_t attempts = 0;
+    for (;;) {
+        ++attempts;
+        auto attempt = lock.acquire(signals->fd());
+        if (!attempt)
+            return report(attempt.error());
+        if (attempt->status == lock::AcquireStatus::acquired) {
+            log::verbose("acquired '{}' in {} after {} attempt{} ({})", options.name,
+                         util::format_duration(std::chrono::duration_cast<Millis>(Clock::now() - started)),
+                         attempts, attempts == 1 ? "" : "s", lock::describe_round(attempt->servers));
+            break;
+        }
+        if (attempt->status == lock::AcquireStatus::interrupted)
+            return 128 + first_forwarded(*signals);
+        auto now = Clock::now();
+        if (give_up && now >= *give_up) {
+            if (options.wait->count() == 0)
+                log::note("lock '{}' is held by another owner", options.name);
+            else
+                log::note("lock '{}' is still held by another owner after {}", options.name,
+                          util::format_duration(*options.wait));
+            return options.conflict_exit_code;
+        }
+        if (attempts == 1)
+            log::verbose("lock '{}' is held by another owner; waiting", options.name);
+        // Jittered so that waiters started by the same cron minute do not retry in step.
+        auto until = now + util::random_between(20ms, 200ms);
+        if (give_up)
+            until = std::min(until, *give_up);
+        if (int sig = sleep_interruptibly(*signals, until))
+            return 128 + sig;
+    }
+
+    process::become_subreaper();
+    process::SpawnOptions spawn;
+    spawn.argv = options.program;
+    spawn.env = {{"REDLOCK_KEY", options.name}, {"REDLOCK_TOKEN", lock.token()}};
+    spawn.child_mask = &signals->original_mask();
+    auto child = process::Child::spawn(spawn);
+    if (!child) {
+        log_release(options.name, lock.release());
+        return report(child.error());
+    }
+
+    Supervisor supervisor(lock, *child, *signals, options.name);
+    int status = supervisor.run();
+    log_release(options.name, lock.release());
+    return status;
+}
+
+} // namespace redlock::cli

@@ -1,0 +1,25 @@
+#pragma once
+// `redlock run`: acquire, run PROGRAM while renewing the lease, stop PROGRAM if the lease is
+// lost, release, and exit with PROGRAM's status.
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/config.hpp"
+
+namespace redlock::cli {
+
+struct RunOptions {
+    std::string name;                              // the lock's name (validated)
+    std::chrono::milliseconds ttl{30000};
+    std::optional<std::chrono::milliseconds> wait; // nullopt: wait until acquired
+    int conflict_exit_code = 75;
+    std::vector<std::string> program;              // PROGRAM and its arguments
+};
+
+// Returns the exit status of the whole command.
+[[nodiscard]] int run_command(const RunOptions& options, const config::Config& config);
+
+} // namespace redlock::cli

@@ -1,0 +1,127 @@
+#pragma once
+// The lock itself, over one Redis server or several (the Redlock algorithm); one server is
+// simply the case N=1. Every request goes to all servers at once. A lock counts only with
+// a majority of yes answers and positive validity, measured on steady_clock from before the
+// first request was sent: ttl - elapsed - (ttl*0.01 + 2ms).
+//
+// Acquire is SET key token NX PX ttl. Renew and release are Lua compare-and-pexpire and
+// compare-and-delete (EVALSHA, EVAL on NOSCRIPT), so a lock that expired is never
+// re-created and one that is not ours is never touched.
+
+#include <chrono>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "config/config.hpp"
+#include "redis/connection.hpp"
+#include "util/error.hpp"
+
+namespace redlock::lock {
+
+using Clock = redis::Clock;
+using Millis = std::chrono::milliseconds;
+
+// Votes of one round over N servers.
+struct Tally {
+    size_t total = 0;
+    size_t yes = 0;
+    size_t no = 0;     // a definite answer against us (held by another, not our token)
+    size_t failed = 0; // no usable answer (unreachable, timeout, error reply)
+
+    [[nodiscard]] size_t majority() const { return total / 2 + 1; }
+    [[nodiscard]] bool won() const { return yes >= majority(); }
+    // A majority of yes can no longer be reached.
+    [[nodiscard]] bool lost() const { return no + failed > total - majority(); }
+    [[nodiscard]] bool decided() const { return won() || lost(); }
+};
+
+// When a lease taken (or renewed) by a request sent at `sent` stops being safe to rely on.
+[[nodiscard]] Clock::time_point validity_end(Clock::time_point sent, Millis ttl);
+
+// How one server answered in a round, for -v and for error messages.
+struct ServerResult {
+    std::string server;
+    enum class Vote { yes, no, failed, none } vote = Vote::none;
+    std::string detail; // "ok", "held", "timed out", "Connection refused", ...
+    bool auth_failure = false;
+    Clock::duration latency{};
+};
+
+// Scripts, exposed so that tests can check them against the server's SCRIPT LOAD.
+inline constexpr std::string_view k_release_script =
+    R"(if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("del", KEYS[1]) else return 0 end)";
+inline constexpr std::string_view k_release_sha = "cf0e94b2e9ffc7e04395cf88f7583fc309985910";
+inline constexpr std::string_view k_renew_script =
+    R"(if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("pexpire", KEYS[1], ARGV[2]) else return 0 end)";
+inline constexpr std::string_view k_renew_sha = "a7aba3bc5d6e99b3003da8b9d80a63b9f4092ecf";
+
+enum class AcquireStatus { acquired, held, interrupted };
+
+struct AcquireResult {
+    AcquireStatus status = AcquireStatus::held;
+    Clock::time_point validity_end{};
+    Clock::duration elapsed{};
+    std::vector<ServerResult> servers;
+};
+
+enum class RenewStatus { pending, renewed, not_ours, failed };
+
+class Lock {
+  public:
+    Lock(const std::vector<config::ServerConfig>& servers, std::string key, std::string token,
+         Millis ttl);
+
+    [[nodiscard]] const std::string& key() const { return m_key; }
+    [[nodiscard]] const std::string& token() const { return m_token; }
+    [[nodiscard]] Millis ttl() const { return m_ttl; }
+    [[nodiscard]] size_t server_count() const { return m_conns.size(); }
+
+    // One attempt on all servers at once. "Held" is a normal result; too few servers
+    // reachable is an error (unavailable, or auth when a server refused us). A failed
+    // attempt releases on every server, since a SET that timed out may still have landed.
+    // Returns `interrupted` (after releasing) if `interrupt_fd` becomes readable.
+    [[nodiscard]] util::Expected<AcquireResult> acquire(int interrupt_fd = -1);
+
+    // Renewal, driven by the caller's poll loop through connections().
+    void start_renewal(Clock::time_point now);
+    [[nodiscard]] bool renewal_in_flight() const { return m_renewing; }
+    // The state of the round in flight; once decided, the round is closed and, when
+    // renewed, validity_end() moves forward.
+    [[nodiscard]] RenewStatus poll_renewal(Clock::time_point now);
+    // Gives up on the round in flight (the lease ran out while it was pending).
+    void abandon_renewal(Clock::time_point now);
+    [[nodiscard]] Clock::time_point validity_end() const { return m_validity_end; }
+    [[nodiscard]] std::span<redis::Connection> connections() { return m_conns; }
+    [[nodiscard]] const std::vector<ServerResult>& last_round() const { return m_last_round; }
+
+    // Compare-and-delete on every server; does not wait on stragglers once a majority has
+    // answered (the key there expires by its TTL). Returns per-server results.
+    std::vector<ServerResult> release();
+
+  private:
+    Tally tally(bool renewal) const;
+    std::vector<ServerResult> collect(bool renewal) const;
+    void send_all(const std::string& command, const std::string& fallback, Clock::time_point now);
+
+    std::vector<redis::Connection> m_conns;
+    std::string m_key;
+    std::string m_token;
+    Millis m_ttl;
+    bool m_renewing = false;
+    Clock::time_point m_renew_sent{};
+    Clock::time_point m_validity_end{};
+    std::vector<ServerResult> m_last_round;
+    std::string m_renew_command;
+    std::string m_renew_fallback;
+};
+
+// "acquired on 3/5 servers in 1.2ms: a ok 0.3ms, b timed out, ..." style summary for -v.
+[[nodiscard]] std::string describe_round(const std::vector<ServerResult>& servers);
+
+// The error for a round that failed because too few servers answered: unavailable, or
+// auth when a server refused our credentials or permissions.
+[[nodiscard]] util::Error quorum_error(std::string_view what, const std::vector<ServerResult>& servers);
+
+} // namespace redlock::lock

@@ -1,0 +1,46 @@
+#include "lock/name.hpp"
+#include "util/format.hpp"
+
+
+namespace redlock::lock {
+
+namespace {
+bool allowed(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '.' || c == '_' || c == ':' || c == '/' || c == '@' || c == '+' || c == '-';
+}
+} // namespace
+
+util::Expected<void> validate_name(std::string_view name) {
+    if (name.empty())
+        return util::fail(util::ErrorKind::usage, "lock name must not be empty");
+    if (name.size() > k_max_name_length)
+        return util::fail(util::ErrorKind::usage,
+                          util::format("lock name is {} characters long; at most {} are allowed",
+                                      name.size(), k_max_name_length));
+    for (char c : name) {
+        if (!allowed(c)) {
+            auto shown = (c >= 0x21 && c < 0x7f) ? util::format("'{}'", c)
+                                                 : util::format("byte 0x{:02x}", static_cast<unsigned char>(c));
+            return util::fail(util::ErrorKind::usage,
+                              util::format("invalid lock name '{}': {} is not allowed (use A-Z a-z "
+                                          "0-9 . _ : / @ + -)",
+                                          c >= 0x20 && c < 0x7f ? std::string(name) : "...", shown));
+        }
+    }
+    return {};
+}
+
+std::string lock_key(std::string_view prefix, std::string_view name) {
+    std::string key;
+    key.reserve(prefix.size() + name.size());
+    key.append(prefix).append(name);
+    return key;
+}
+
+std::string companion_key(std::string_view prefix, std::string_view name,
+                          std::string_view suffix) {
+    return util::format("{{{}{}}}:{}", prefix, name, suffix);
+}
+
+} // namespace redlock::lock

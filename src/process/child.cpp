@@ -1,0 +1,216 @@
+#include "process/child.hpp"
+#include "util/format.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <unistd.h>
+#include <unordered_map>
+
+#include "util/fd.hpp"
+
+extern char** environ;
+
+namespace redlock::process {
+
+namespace {
+
+bool owns_foreground_terminal() {
+    return ::isatty(STDIN_FILENO) && ::tcgetpgrp(STDIN_FILENO) == ::getpgrp();
+}
+
+// Environment for PROGRAM: ours, with `env` set (replacing any inherited values).
+std::vector<std::string> build_environment(const SpawnOptions& options) {
+    std::vector<std::string> out;
+    for (char** e = environ; *e; ++e) {
+        std::string_view entry(*e);
+        bool replaced = false;
+        for (const auto& [name, value] : options.env)
+            replaced |= entry.size() > name.size() && entry.starts_with(name) &&
+                        entry[name.size()] == '=';
+        if (!replaced)
+            out.emplace_back(entry);
+    }
+    for (const auto& [name, value] : options.env)
+        out.push_back(name + "=" + value);
+    return out;
+}
+
+} // namespace
+
+util::Expected<Child> Child::spawn(const SpawnOptions& options) {
+    // Everything the child needs is prepared before fork: after it, only async-signal-safe
+    // calls until exec.
+    std::vector<std::string> env_strings = build_environment(options);
+    std::vector<char*> envp;
+    for (auto& s : env_strings)
+        envp.push_back(s.data());
+    envp.push_back(nullptr);
+    std::vector<std::string> argv_strings = options.argv;
+    std::vector<char*> argv;
+    for (auto& s : argv_strings)
+        argv.push_back(s.data());
+    argv.push_back(nullptr);
+
+    int pipe_fds[2];
+    if (::pipe2(pipe_fds, O_CLOEXEC) != 0)
+        return util::fail(util::ErrorKind::internal, util::format("pipe: {}", std::strerror(errno)));
+    util::UniqueFd report_read(pipe_fds[0]);
+    util::UniqueFd report_write(pipe_fds[1]);
+
+    Child child;
+    child.m_terminal = owns_foreground_terminal();
+    pid_t parent = ::getpid();
+    pid_t pid = ::fork();
+    if (pid < 0)
+        return util::fail(util::ErrorKind::internal, util::format("fork: {}", std::strerror(errno)));
+    if (pid == 0) {
+        ::setpgid(0, 0);
+        if (child.m_terminal)
+            ::tcsetpgrp(STDIN_FILENO, ::getpid()); // SIGTTOU is still blocked here
+        ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (::getppid() != parent)
+            ::_exit(util::exit_code::internal); // redlock died before we got here
+        if (options.child_mask)
+            ::sigprocmask(SIG_SETMASK, options.child_mask, nullptr);
+        ::execvpe(argv[0], argv.data(), envp.data());
+        int err = errno;
+        ssize_t ignored = ::write(report_write.get(), &err, sizeof err);
+        (void)ignored;
+        ::_exit(err == ENOENT ? util::exit_code::not_found : util::exit_code::cannot_execute);
+    }
+    ::setpgid(pid, pid); // also in the parent, so the group exists whichever runs first
+    if (child.m_terminal)
+        ::tcsetpgrp(STDIN_FILENO, pid);
+    child.m_pid = pid;
+    report_write.reset();
+
+    int err = 0;
+    ssize_t n;
+    do
+        n = ::read(report_read.get(), &err, sizeof err);
+    while (n < 0 && errno == EINTR);
+    if (n == static_cast<ssize_t>(sizeof err)) {
+        int status = 0;
+        ::waitpid(pid, &status, 0);
+        child.reclaim_terminal();
+        auto kind = err == ENOENT ? util::ErrorKind::not_found : util::ErrorKind::cannot_execute;
+        return util::fail(kind, util::format("cannot run '{}': {}", options.argv[0],
+                                            std::strerror(err)));
+    }
+    return child;
+}
+
+void Child::signal_group(int sig) const {
+    if (m_pid > 0)
+        ::kill(-m_pid, sig);
+}
+
+void Child::signal_tree(int sig) const {
+    signal_group(sig);
+    for (pid_t p : descendants())
+        ::kill(p, sig);
+}
+
+void Child::reclaim_terminal() const {
+    if (m_terminal)
+        ::tcsetpgrp(STDIN_FILENO, ::getpgrp()); // SIGTTOU is blocked in redlock
+}
+
+void Child::suspend_with_program() const {
+    if (!m_terminal)
+        return;
+    reclaim_terminal();
+    ::kill(::getpid(), SIGSTOP);
+    // Resumed (fg or bg): give PROGRAM the terminal again if we are in the foreground.
+    if (::tcgetpgrp(STDIN_FILENO) == ::getpgrp())
+        ::tcsetpgrp(STDIN_FILENO, m_pid);
+    signal_group(SIGCONT);
+}
+
+ReapResult reap_children(pid_t program, std::optional<int>& program_status) {
+    ReapResult result;
+    for (;;) {
+        int status = 0;
+        pid_t pid = ::waitpid(-1, &status, WNOHANG | WUNTRACED);
+        if (pid == 0) {
+            result.children_remain = true;
+            return result;
+        }
+        if (pid < 0) {
+            if (errno == EINTR)
+                continue;
+            return result; // ECHILD: the whole tree is gone
+        }
+        if (pid != program)
+            continue;
+        if (WIFSTOPPED(status)) {
+            int sig = WSTOPSIG(status);
+            result.program_stopped |= sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU;
+        } else if (WIFEXITED(status) || WIFSIGNALED(status)) {
+            program_status = status;
+        }
+    }
+}
+
+int exit_status_of(int wait_status) {
+    if (WIFEXITED(wait_status))
+        return WEXITSTATUS(wait_status);
+    if (WIFSIGNALED(wait_status))
+        return 128 + WTERMSIG(wait_status);
+    return util::exit_code::internal;
+}
+
+void become_subreaper() { ::prctl(PR_SET_CHILD_SUBREAPER, 1); }
+
+std::vector<pid_t> descendants() {
+    // Build the parent map from /proc/<pid>/stat ("pid (comm) state ppid ..."; comm may hold
+    // spaces and parentheses, so parse from the last ')').
+    std::unordered_multimap<pid_t, pid_t> children_of;
+    DIR* dir = ::opendir("/proc");
+    if (!dir)
+        return {};
+    while (dirent* entry = ::readdir(dir)) {
+        char* end = nullptr;
+        long pid = std::strtol(entry->d_name, &end, 10);
+        if (pid <= 0 || *end != '\0')
+            continue;
+        char path[64];
+        std::snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+        util::UniqueFd fd(::open(path, O_RDONLY | O_CLOEXEC));
+        if (!fd)
+            continue;
+        char buf[512];
+        ssize_t n = ::read(fd.get(), buf, sizeof buf - 1);
+        if (n <= 0)
+            continue;
+        buf[n] = '\0';
+        char* close_paren = std::strrchr(buf, ')');
+        if (!close_paren)
+            continue;
+        char state = 0;
+        long ppid = 0;
+        if (std::sscanf(close_paren + 1, " %c %ld", &state, &ppid) != 2)
+            continue;
+        children_of.emplace(static_cast<pid_t>(ppid), static_cast<pid_t>(pid));
+    }
+    ::closedir(dir);
+    std::vector<pid_t> out;
+    std::vector<pid_t> queue{::getpid()};
+    while (!queue.empty()) {
+        pid_t parent = queue.back();
+        queue.pop_back();
+        auto [first, last] = children_of.equal_range(parent);
+        for (auto it = first; it != last; ++it) {
+            out.push_back(it->second);
+            queue.push_back(it->second);
+        }
+    }
+    return out;
+}
+
+} // namespace redlock::process

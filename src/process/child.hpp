@@ -1,0 +1,67 @@
+#pragma once
+// PROGRAM as a supervised child: exec'd directly (no shell) in its own process group,
+// killed by the kernel if redlock dies (PR_SET_PDEATHSIG), with the terminal handed to it
+// when redlock runs in the foreground. redlock is a child subreaper, so whatever PROGRAM
+// leaves behind is re-parented to redlock and can be found and stopped.
+
+#include <csignal>
+#include <optional>
+#include <string>
+#include <sys/types.h>
+#include <utility>
+#include <vector>
+
+#include "util/error.hpp"
+
+namespace redlock::process {
+
+struct SpawnOptions {
+    std::vector<std::string> argv;                          // PROGRAM and its arguments
+    std::vector<std::pair<std::string, std::string>> env;   // variables to set in PROGRAM
+    const sigset_t* child_mask = nullptr;                   // signal mask to restore
+};
+
+class Child {
+  public:
+    // Starts PROGRAM. Fails with not_found (127) or cannot_execute (126) when exec fails,
+    // after reaping the short-lived child.
+    [[nodiscard]] static util::Expected<Child> spawn(const SpawnOptions& options);
+
+    [[nodiscard]] pid_t pid() const { return m_pid; }
+    [[nodiscard]] bool has_terminal() const { return m_terminal; }
+
+    // Sends `sig` to PROGRAM's process group.
+    void signal_group(int sig) const;
+    // Sends `sig` to PROGRAM's group and to every process descended from redlock.
+    void signal_tree(int sig) const;
+
+    // Takes the terminal back (if PROGRAM had it), e.g. before redlock exits.
+    void reclaim_terminal() const;
+    // Job control: PROGRAM stopped on a terminal signal (Ctrl-Z). Stops redlock too, so
+    // the shell sees the job stopped, and on resume hands the terminal back and continues
+    // PROGRAM.
+    void suspend_with_program() const;
+
+  private:
+    pid_t m_pid = -1;
+    bool m_terminal = false;
+};
+
+// Reaps every child that has changed state. Records PROGRAM's wait status when it ends,
+// and reports whether PROGRAM stopped (job control). Returns true while any child remains.
+struct ReapResult {
+    bool children_remain = false;
+    bool program_stopped = false;
+};
+ReapResult reap_children(pid_t program, std::optional<int>& program_status);
+
+// The exit status for a wait status: the exit code, or 128+N for signal N.
+[[nodiscard]] int exit_status_of(int wait_status);
+
+// Enables child-subreaper mode for this process.
+void become_subreaper();
+
+// Every process descended from this one, found through /proc.
+[[nodiscard]] std::vector<pid_t> descendants();
+
+} // namespace redlock::process

@@ -1,0 +1,53 @@
+#include "process/signals.hpp"
+#include "util/format.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+namespace redlock::process {
+
+util::Expected<SignalEvents> SignalEvents::open() {
+    SignalEvents events;
+    sigset_t watched;
+    sigemptyset(&watched);
+    for (int sig : k_forwarded_signals)
+        sigaddset(&watched, sig);
+    sigaddset(&watched, SIGCHLD);
+    sigaddset(&watched, SIGCONT);
+    sigset_t blocked = watched;
+    sigaddset(&blocked, SIGTTOU);
+    if (sigprocmask(SIG_BLOCK, &blocked, &events.m_original) != 0)
+        return util::fail(util::ErrorKind::internal,
+                          util::format("sigprocmask: {}", std::strerror(errno)));
+    events.m_active = true;
+    int fd = ::signalfd(-1, &watched, SFD_NONBLOCK | SFD_CLOEXEC);
+    if (fd < 0)
+        return util::fail(util::ErrorKind::internal,
+                          util::format("signalfd: {}", std::strerror(errno)));
+    events.m_fd.reset(fd);
+    return events;
+}
+
+SignalEvents::~SignalEvents() {
+    if (m_active && m_fd)
+        sigprocmask(SIG_SETMASK, &m_original, nullptr);
+}
+
+std::vector<int> SignalEvents::read_pending() {
+    std::vector<int> out;
+    signalfd_siginfo info[8];
+    for (;;) {
+        ssize_t n = ::read(m_fd.get(), info, sizeof info);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        for (size_t i = 0; i < static_cast<size_t>(n) / sizeof info[0]; ++i)
+            out.push_back(static_cast<int>(info[i].ssi_signo));
+    }
+    return out;
+}
+
+} // namespace redlock::process

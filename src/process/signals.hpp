@@ -1,0 +1,39 @@
+#pragma once
+// Signals become events: the ones redlock reacts to are blocked and read from a signalfd in
+// the main loop, so no work ever happens inside a signal handler.
+
+#include <csignal>
+#include <vector>
+
+#include "util/error.hpp"
+#include "util/fd.hpp"
+
+namespace redlock::process {
+
+// The signals redlock forwards to PROGRAM.
+inline constexpr int k_forwarded_signals[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
+
+class SignalEvents {
+  public:
+    // Blocks TERM, INT, HUP, QUIT, CHLD, CONT and TTOU (the last so that the terminal can
+    // be handed back from the background) and opens a non-blocking signalfd for all but TTOU.
+    [[nodiscard]] static util::Expected<SignalEvents> open();
+
+    SignalEvents(SignalEvents&&) = default;
+    SignalEvents& operator=(SignalEvents&&) = default;
+    ~SignalEvents();
+
+    [[nodiscard]] int fd() const { return m_fd.get(); }
+    // The signals delivered since the last call, in order (CHLD coalesced).
+    [[nodiscard]] std::vector<int> read_pending();
+    // The mask to restore in PROGRAM before exec.
+    [[nodiscard]] const sigset_t& original_mask() const { return m_original; }
+
+  private:
+    SignalEvents() = default;
+    util::UniqueFd m_fd;
+    sigset_t m_original{};
+    bool m_active = false;
+};
+
+} // namespace redlock::process

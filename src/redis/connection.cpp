@@ -1,0 +1,299 @@
+#include "redis/connection.hpp"
+#include "util/format.hpp"
+
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/un.h>
+
+namespace redlock::redis {
+
+namespace {
+
+std::string errno_text(int err) { return std::strerror(err); }
+
+// The RESP handshake that precedes the first request on a fresh connection.
+std::string handshake(const config::ServerUrl& url, int& replies) {
+    std::string out;
+    replies = 0;
+    if (url.password) {
+        if (url.username) {
+            std::array<std::string_view, 3> argv{"AUTH", *url.username, *url.password};
+            out += encode_command(argv);
+        } else {
+            std::array<std::string_view, 2> argv{"AUTH", *url.password};
+            out += encode_command(argv);
+        }
+        ++replies;
+    }
+    if (url.db != 0) {
+        auto db = std::to_string(url.db);
+        std::array<std::string_view, 2> argv{"SELECT", db};
+        out += encode_command(argv);
+        ++replies;
+    }
+    return out;
+}
+
+} // namespace
+
+Connection::Connection(config::ServerConfig server) : m_server(std::move(server)) {}
+
+bool Connection::resolve() {
+    if (!m_addresses.empty())
+        return true;
+    const auto& url = m_server.url;
+    if (url.is_unix()) {
+        sockaddr_un sun{};
+        sun.sun_family = AF_UNIX;
+        if (url.socket_path.size() >= sizeof(sun.sun_path))
+            return false;
+        std::memcpy(sun.sun_path, url.socket_path.c_str(), url.socket_path.size() + 1);
+        sockaddr_storage ss{};
+        std::memcpy(&ss, &sun, sizeof sun);
+        m_addresses.push_back(ss);
+        m_address_lengths.push_back(static_cast<socklen_t>(sizeof sun));
+        return true;
+    }
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_ADDRCONFIG;
+    addrinfo* found = nullptr;
+    auto port = std::to_string(url.port);
+    // Numeric hosts are the common case and never touch DNS.
+    hints.ai_flags |= AI_NUMERICHOST;
+    int rc = ::getaddrinfo(url.host.c_str(), port.c_str(), &hints, &found);
+    if (rc == EAI_NONAME) {
+        hints.ai_flags &= ~AI_NUMERICHOST;
+        rc = ::getaddrinfo(url.host.c_str(), port.c_str(), &hints, &found);
+    }
+    if (rc != 0)
+        return false;
+    for (auto* ai = found; ai; ai = ai->ai_next) {
+        sockaddr_storage ss{};
+        std::memcpy(&ss, ai->ai_addr, ai->ai_addrlen);
+        m_addresses.push_back(ss);
+        m_address_lengths.push_back(ai->ai_addrlen);
+    }
+    ::freeaddrinfo(found);
+    return !m_addresses.empty();
+}
+
+void Connection::start(std::string command, std::string noscript_fallback, Clock::time_point now) {
+    m_outcome.reset();
+    m_busy = true;
+    m_started = now;
+    m_fallback = std::move(noscript_fallback);
+
+    if (m_fd) {
+        // An idle connection has nothing to say; if it is readable, the server closed it
+        // (restart, idle timeout) or sent junk: start afresh rather than fail this round.
+        pollfd p{m_fd.get(), POLLIN, 0};
+        if (::poll(&p, 1, 0) != 0)
+            drop();
+    }
+    if (m_fd) {
+        m_out = std::move(command);
+        m_out_offset = 0;
+        m_deadline = now + m_server.command_timeout;
+        flush(now);
+        return;
+    }
+
+    if (!resolve()) {
+        fail(FailureKind::connect,
+             m_server.url.is_unix() ? "socket path too long" : "cannot resolve host name", now);
+        return;
+    }
+    m_out = handshake(m_server.url, m_handshake_replies);
+    m_out += command;
+    m_out_offset = 0;
+    m_address_index = 0;
+    connect_next_address(now);
+}
+
+void Connection::connect_next_address(Clock::time_point now) {
+    int last_error = 0;
+    while (m_address_index < m_addresses.size()) {
+        const auto& addr = m_addresses[m_address_index];
+        socklen_t len = m_address_lengths[m_address_index];
+        ++m_address_index;
+        util::UniqueFd fd(::socket(addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+        if (!fd) {
+            last_error = errno;
+            continue;
+        }
+        if (addr.ss_family != AF_UNIX) {
+            int one = 1;
+            ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        }
+        int rc = ::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), len);
+        if (rc != 0 && errno != EINPROGRESS && errno != EAGAIN) {
+            last_error = errno;
+            continue;
+        }
+        m_fd = std::move(fd);
+        m_reader.reset(redisReaderCreate());
+        m_connecting = (rc != 0);
+        m_deadline = now + m_server.connect_timeout + m_server.command_timeout;
+        if (!m_connecting)
+            flush(now);
+        return;
+    }
+    fail(FailureKind::connect, errno_text(last_error ? last_error : ECONNREFUSED), now);
+}
+
+short Connection::poll_events() const {
+    if (m_connecting)
+        return POLLOUT;
+    short events = POLLIN;
+    if (m_out_offset < m_out.size())
+        events |= POLLOUT;
+    return events;
+}
+
+void Connection::on_events(short revents, Clock::time_point now) {
+    if (!m_busy || !m_fd)
+        return;
+    if (m_connecting) {
+        int err = 0;
+        socklen_t len = sizeof err;
+        if (::getsockopt(m_fd.get(), SOL_SOCKET, SO_ERROR, &err, &len) != 0)
+            err = errno;
+        if (err == 0 && !(revents & POLLOUT))
+            return;
+        if (err != 0) {
+            m_fd.reset();
+            if (m_address_index < m_addresses.size()) {
+                connect_next_address(now);
+                return;
+            }
+            fail(FailureKind::connect, errno_text(err), now);
+            return;
+        }
+        m_connecting = false;
+        m_deadline = now + m_server.command_timeout;
+        flush(now);
+        return;
+    }
+    if (revents & POLLOUT)
+        flush(now);
+    if (m_busy && (revents & (POLLIN | POLLHUP | POLLERR)))
+        receive(now);
+}
+
+void Connection::flush(Clock::time_point now) {
+    while (m_out_offset < m_out.size()) {
+        ssize_t n = ::send(m_fd.get(), m_out.data() + m_out_offset, m_out.size() - m_out_offset,
+                           MSG_NOSIGNAL);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                return;
+            fail(FailureKind::io, errno_text(errno), now);
+            return;
+        }
+        m_out_offset += static_cast<size_t>(n);
+    }
+    m_out.clear();
+    m_out_offset = 0;
+}
+
+void Connection::receive(Clock::time_point now) {
+    std::array<char, 16384> buffer{};
+    for (;;) {
+        ssize_t n = ::recv(m_fd.get(), buffer.data(), buffer.size(), 0);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                break;
+            fail(FailureKind::io, errno_text(errno), now);
+            return;
+        }
+        if (n == 0) {
+            fail(FailureKind::closed, "connection closed by server", now);
+            return;
+        }
+        if (redisReaderFeed(m_reader.get(), buffer.data(), static_cast<size_t>(n)) != REDIS_OK) {
+            fail(FailureKind::protocol, "protocol error", now);
+            return;
+        }
+        if (static_cast<size_t>(n) < buffer.size())
+            break;
+    }
+    while (m_busy) {
+        void* raw = nullptr;
+        if (redisReaderGetReply(m_reader.get(), &raw) != REDIS_OK) {
+            fail(FailureKind::protocol, util::format("protocol error: {}", m_reader->errstr), now);
+            return;
+        }
+        if (!raw)
+            return;
+        handle_reply(ReplyPtr(static_cast<redisReply*>(raw)), now);
+    }
+}
+
+void Connection::handle_reply(ReplyPtr reply, Clock::time_point now) {
+    if (m_handshake_replies > 0) {
+        --m_handshake_replies;
+        if (is_error(*reply)) {
+            bool auth = is_auth_error(*reply);
+            if (auth)
+                fail(FailureKind::auth, util::format("authentication refused: {}", text(*reply)), now);
+            else
+                fail(FailureKind::setup, std::string(text(*reply)), now);
+        }
+        return;
+    }
+    if (is_error(*reply) && text(*reply).starts_with("NOSCRIPT") && !m_fallback.empty()) {
+        m_out = std::exchange(m_fallback, {});
+        m_out_offset = 0;
+        flush(now);
+        return;
+    }
+    Outcome outcome;
+    outcome.latency = now - m_started;
+    outcome.reply = std::move(reply);
+    finish(std::move(outcome));
+}
+
+void Connection::on_deadline(Clock::time_point now) {
+    if (m_busy && now >= m_deadline)
+        fail(FailureKind::timeout, m_connecting ? "connect timed out" : "timed out", now);
+}
+
+void Connection::abandon(Clock::time_point now) {
+    if (m_busy)
+        fail(FailureKind::timeout, "no answer before the round was decided", now);
+}
+
+void Connection::fail(FailureKind kind, std::string detail, Clock::time_point now) {
+    drop();
+    Outcome outcome;
+    outcome.latency = now - m_started;
+    outcome.failure = Failure{kind, std::move(detail)};
+    finish(std::move(outcome));
+}
+
+void Connection::finish(Outcome outcome) {
+    m_busy = false;
+    m_outcome = std::move(outcome);
+}
+
+void Connection::drop() {
+    m_fd.reset();
+    m_reader.reset();
+    m_connecting = false;
+    m_handshake_replies = 0;
+    m_out.clear();
+    m_out_offset = 0;
+}
+
+} // namespace redlock::redis

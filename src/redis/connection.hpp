@@ -1,0 +1,102 @@
+#pragma once
+// One Redis server, spoken to over a non-blocking socket that we own. hiredis is used only
+// for its protocol half (the reply reader), so many servers can be driven from one poll()
+// loop with one deadline, and TLS can later sit on the same socket.
+//
+// A connection carries one request at a time. It connects lazily, pipelines AUTH and SELECT
+// in front of the first request, and is dropped after any failure (the next request
+// reconnects), so a server that comes back is used again without a restart.
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <sys/socket.h>
+#include <vector>
+
+#include "config/config.hpp"
+#include "redis/reply.hpp"
+#include "util/fd.hpp"
+
+namespace redlock::redis {
+
+using Clock = std::chrono::steady_clock;
+
+enum class FailureKind {
+    connect,  // could not connect (refused, unreachable, name not resolved)
+    timeout,  // no answer within the connect or command timeout
+    closed,   // the server closed the connection
+    io,       // a socket error
+    protocol, // the bytes were not RESP
+    auth,     // AUTH refused, or a permission error
+    setup,    // SELECT or another handshake step failed
+};
+
+struct Failure {
+    FailureKind kind;
+    std::string detail; // lowercase, never contains a password
+};
+
+// What became of one request on one server: a reply (which may be an error reply), or a
+// failure to get one.
+struct Outcome {
+    ReplyPtr reply;
+    std::optional<Failure> failure;
+    Clock::duration latency{};
+};
+
+class Connection {
+  public:
+    explicit Connection(config::ServerConfig server);
+
+    [[nodiscard]] const config::ServerConfig& server() const { return m_server; }
+    [[nodiscard]] std::string name() const { return m_server.url.display(); }
+
+    // Sends `command` (RESP-encoded), connecting first if needed. If the server answers
+    // NOSCRIPT and `noscript_fallback` is not empty, that is sent in its place.
+    void start(std::string command, std::string noscript_fallback, Clock::time_point now);
+
+    [[nodiscard]] bool busy() const { return m_busy; }
+    [[nodiscard]] int fd() const { return m_fd.get(); }
+    [[nodiscard]] short poll_events() const;
+    [[nodiscard]] Clock::time_point deadline() const { return m_deadline; }
+
+    // Progress after poll() reported `revents` on fd(), or after the deadline passed.
+    void on_events(short revents, Clock::time_point now);
+    void on_deadline(Clock::time_point now);
+
+    // The result of the last request, once it is no longer busy.
+    [[nodiscard]] const std::optional<Outcome>& outcome() const { return m_outcome; }
+
+    // Gives up on a request still in flight: the connection is closed (the command, if
+    // already written, still runs on the server) and the outcome becomes a timeout.
+    void abandon(Clock::time_point now);
+
+  private:
+    void connect_next_address(Clock::time_point now);
+    bool resolve();
+    void finish(Outcome outcome);
+    void fail(FailureKind kind, std::string detail, Clock::time_point now);
+    void drop();
+    void flush(Clock::time_point now);
+    void receive(Clock::time_point now);
+    void handle_reply(ReplyPtr reply, Clock::time_point now);
+
+    config::ServerConfig m_server;
+    std::vector<sockaddr_storage> m_addresses; // resolved once, tried in order
+    std::vector<socklen_t> m_address_lengths;
+    size_t m_address_index = 0;
+
+    util::UniqueFd m_fd;
+    ReaderPtr m_reader;
+    bool m_connecting = false;
+    bool m_busy = false;
+    int m_handshake_replies = 0; // AUTH/SELECT replies still to come before the request's
+    std::string m_out;           // bytes not yet written
+    size_t m_out_offset = 0;
+    std::string m_fallback;
+    Clock::time_point m_started{};
+    Clock::time_point m_deadline{};
+    std::optional<Outcome> m_outcome;
+};
+
+} // namespace redlock::redis

@@ -1,0 +1,36 @@
+#pragma once
+// Driving several connections at once from one poll() loop. The caller starts a request on
+// each connection, then either integrates them into its own loop (add_pollfds + dispatch)
+// or blocks in wait() until its own decision rule says the round is decided.
+
+#include <functional>
+#include <optional>
+#include <poll.h>
+#include <span>
+#include <vector>
+
+#include "redis/connection.hpp"
+
+namespace redlock::redis {
+
+// Appends a pollfd for each busy connection, in order.
+void add_pollfds(std::span<Connection> conns, std::vector<pollfd>& fds);
+
+// Hands poll() results back to the busy connections (the same ones, in the same order, as
+// add_pollfds saw) and expires those whose deadline has passed.
+void dispatch(std::span<Connection> conns, std::span<const pollfd> fds, Clock::time_point now);
+
+// The earliest deadline among busy connections.
+[[nodiscard]] std::optional<Clock::time_point> earliest_deadline(std::span<const Connection> conns);
+
+[[nodiscard]] bool any_busy(std::span<const Connection> conns);
+
+enum class WaitResult { decided, interrupted };
+
+// Runs the round until `decided()` returns true or no connection is busy any more.
+// Returns `interrupted` as soon as `interrupt_fd` (if >= 0) becomes readable, leaving the
+// requests in flight. Connections still busy after a decision are abandoned.
+WaitResult wait(std::span<Connection> conns, const std::function<bool()>& decided,
+                int interrupt_fd = -1);
+
+} // namespace redlock::redis

@@ -1,0 +1,51 @@
+#include "redis/reply.hpp"
+#include "util/format.hpp"
+
+#include <vector>
+
+namespace redlock::redis {
+
+std::string encode_command(std::span<const std::string_view> argv) {
+    // Hand-rolled rather than redisFormatCommandArgv: the same bytes, without the
+    // malloc/free pair and the pointer/length arrays it needs.
+    std::string out;
+    size_t size = 16;
+    for (auto a : argv)
+        size += a.size() + 16;
+    out.reserve(size);
+    out += util::format("*{}\r\n", argv.size());
+    for (auto a : argv) {
+        out += util::format("${}\r\n", a.size());
+        out.append(a);
+        out += "\r\n";
+    }
+    return out;
+}
+
+bool is_auth_error(const redisReply& r) {
+    if (!is_error(r))
+        return false;
+    auto t = text(r);
+    return t.starts_with("NOAUTH") || t.starts_with("WRONGPASS") || t.starts_with("NOPERM") ||
+           t.starts_with("ERR invalid password") || t.starts_with("ERR AUTH") ||
+           t.starts_with("ERR Client sent AUTH");
+}
+
+std::string describe(const redisReply& r) {
+    switch (r.type) {
+    case REDIS_REPLY_STRING:
+    case REDIS_REPLY_STATUS:
+    case REDIS_REPLY_ERROR:
+        return std::string(text(r));
+    case REDIS_REPLY_INTEGER:
+        return util::format("(integer) {}", r.integer);
+    case REDIS_REPLY_NIL:
+        return "(nil)";
+    case REDIS_REPLY_ARRAY:
+        return util::format("(array of {})", r.elements);
+    default:
+        return "(unknown reply)";
+    }
+}
+
+} // namespace redlock::redis

@@ -1,0 +1,36 @@
+#pragma once
+// hiredis reply objects owned by unique_ptr from the line they arrive, plus the argv
+// encoder: commands always go out as argv with explicit lengths, never via a format string.
+
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include <hiredis/hiredis.h>
+
+namespace redlock::redis {
+
+struct ReplyDeleter {
+    void operator()(redisReply* reply) const { freeReplyObject(reply); }
+};
+using ReplyPtr = std::unique_ptr<redisReply, ReplyDeleter>;
+
+struct ReaderDeleter {
+    void operator()(redisReader* reader) const { redisReaderFree(reader); }
+};
+using ReaderPtr = std::unique_ptr<redisReader, ReaderDeleter>;
+
+// The RESP encoding of one command.
+[[nodiscard]] std::string encode_command(std::span<const std::string_view> argv);
+
+[[nodiscard]] inline bool is_error(const redisReply& r) { return r.type == REDIS_REPLY_ERROR; }
+[[nodiscard]] inline std::string_view text(const redisReply& r) {
+    return r.str ? std::string_view(r.str, r.len) : std::string_view();
+}
+// True for the error replies that mean "authentication or permission refused".
+[[nodiscard]] bool is_auth_error(const redisReply& r);
+// A short rendering for messages: "OK", "(nil)", "(integer) 1", the error text, ...
+[[nodiscard]] std::string describe(const redisReply& r);
+
+} // namespace redlock::redis
