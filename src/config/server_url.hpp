@@ -13,7 +13,7 @@
 namespace redlock::config {
 
 struct ServerUrl {
-    std::string host;        // empty for a unix socket
+    std::string host; // empty for a unix socket
     int port = 6379;
     std::string socket_path; // non-empty for unix://
     int db = 0;
@@ -21,7 +21,8 @@ struct ServerUrl {
     std::optional<std::string> password;
 
     [[nodiscard]] bool is_unix() const { return !socket_path.empty(); }
-    // "127.0.0.1:6379" or "unix:/run/redis.sock" (with "/db" when db != 0); never a password.
+    // "127.0.0.1:6379", "[::1]:6379" or "unix:/run/redis.sock", with "/db" (TCP) or "?db=N"
+    // (unix) when db != 0; never a password.
     [[nodiscard]] std::string display() const;
 };
 

@@ -1,0 +1,274 @@
+#include "config/server_url.hpp"
+
+#include <charconv>
+#include <initializer_list>
+
+namespace redlock::config {
+
+namespace {
+
+using util::ErrorKind;
+
+// Joins pieces of a message (libstdc++ 12 has no <format>).
+std::string cat(std::initializer_list<std::string_view> parts) {
+    std::string out;
+    for (std::string_view part : parts)
+        out += part;
+    return out;
+}
+
+// sockaddr_un::sun_path holds 108 bytes including the terminating NUL.
+constexpr size_t k_max_socket_path = 107;
+
+std::string lowercase(std::string_view s) {
+    std::string out(s);
+    for (char& c : out)
+        if (c >= 'A' && c <= 'Z')
+            c = static_cast<char>(c - 'A' + 'a');
+    return out;
+}
+
+struct Parts {
+    std::string scheme;    // lowercased
+    std::string_view rest; // after "://"
+    size_t rest_offset = 0;
+};
+
+std::optional<Parts> split_scheme(std::string_view url) {
+    const size_t sep = url.find("://");
+    if (sep == std::string_view::npos)
+        return std::nullopt;
+    return Parts{lowercase(url.substr(0, sep)), url.substr(sep + 3), sep + 3};
+}
+
+// Where the user-info part ends ('@'), if there is one. The last '@' is taken, not the first,
+// so that a password holding an unescaped '@' or '/' still parses; for unix:// the '@' must
+// be followed by the socket's absolute path.
+std::optional<size_t> find_userinfo_end(const Parts& parts) {
+    const size_t at = parts.scheme == "unix" ? parts.rest.rfind("@/") : parts.rest.rfind('@');
+    if (at == std::string_view::npos)
+        return std::nullopt;
+    return at;
+}
+
+class UrlParser {
+  public:
+    explicit UrlParser(std::string_view url) : m_url(url) {}
+
+    util::Expected<ServerUrl> parse() {
+        if (m_url.starts_with("unix:") && !m_url.starts_with("unix://"))
+            return parse_unix_path(m_url.substr(5), {}); // the short "unix:/path" form
+
+        const auto parts = split_scheme(m_url);
+        if (!parts)
+            return error("expected redis://host[:port][/db] or unix:///path/to/redis.sock");
+        if (parts->scheme == "rediss")
+            return error("rediss:// (TLS) is not supported yet");
+        if (parts->scheme != "redis" && parts->scheme != "unix")
+            return error(
+                cat({"unsupported scheme '", parts->scheme, "' (expected redis:// or unix://)"}));
+
+        std::string_view rest = parts->rest;
+        ServerUrl result;
+        if (const auto at = find_userinfo_end(*parts)) {
+            if (auto ok = parse_userinfo(rest.substr(0, *at), result); !ok)
+                return std::unexpected(ok.error());
+            rest = rest.substr(*at + 1);
+        }
+        if (parts->scheme == "unix")
+            return parse_unix_path(rest, std::move(result));
+        return parse_tcp(rest, std::move(result));
+    }
+
+  private:
+    std::unexpected<util::Error> error(std::string_view what) const {
+        return util::fail(ErrorKind::usage,
+                          cat({"invalid server url '", mask_url_password(m_url), "': ", what}));
+    }
+
+    util::Expected<std::string> percent_decode(std::string_view s, std::string_view what) const {
+        std::string out;
+        out.reserve(s.size());
+        for (size_t i = 0; i < s.size(); ++i) {
+            if (s[i] != '%') {
+                out.push_back(s[i]);
+                continue;
+            }
+            unsigned value = 0;
+            const char* first = s.data() + i + 1;
+            const char* last = s.data() + std::min(i + 3, s.size());
+            auto [end, ec] = std::from_chars(first, last, value, 16);
+            if (ec != std::errc{} || end != first + 2)
+                return error(cat({"bad percent-encoding in the ", what}));
+            out.push_back(static_cast<char>(value));
+            i += 2;
+        }
+        return out;
+    }
+
+    util::Expected<void> parse_userinfo(std::string_view info, ServerUrl& result) const {
+        const size_t colon = info.find(':');
+        const std::string_view user = info.substr(0, colon);
+        if (!user.empty()) {
+            auto decoded = percent_decode(user, "user name");
+            if (!decoded)
+                return std::unexpected(decoded.error());
+            result.username = std::move(*decoded);
+        }
+        if (colon != std::string_view::npos && colon + 1 < info.size()) {
+            auto decoded = percent_decode(info.substr(colon + 1), "password");
+            if (!decoded)
+                return std::unexpected(decoded.error());
+            result.password = std::move(*decoded);
+        }
+        return {};
+    }
+
+    util::Expected<ServerUrl> parse_tcp(std::string_view rest, ServerUrl result) const {
+        const size_t slash = rest.find('/');
+        std::string_view hostport = rest.substr(0, slash);
+        std::string_view port;
+        bool has_port = false;
+
+        if (hostport.starts_with('[')) {
+            const size_t close = hostport.find(']');
+            if (close == std::string_view::npos)
+                return error("missing ']' after the IPv6 address");
+            result.host = hostport.substr(1, close - 1);
+            const std::string_view after = hostport.substr(close + 1);
+            if (!after.empty()) {
+                if (after[0] != ':')
+                    return error(cat({"unexpected '", after, "' after the IPv6 address"}));
+                port = after.substr(1);
+                has_port = true;
+            }
+            if (result.host.empty())
+                return error("missing host");
+            for (char c : result.host)
+                if (!is_hex(c) && c != ':' && c != '.')
+                    return error(cat({"bad IPv6 address '", result.host, "'"}));
+        } else {
+            const size_t colon = hostport.find(':');
+            if (colon != std::string_view::npos && hostport.find(':', colon + 1) != hostport.npos)
+                return error("an IPv6 address must be in brackets, e.g. redis://[::1]:6379");
+            result.host = hostport.substr(0, colon);
+            if (colon != std::string_view::npos) {
+                port = hostport.substr(colon + 1);
+                has_port = true;
+            }
+            if (result.host.empty())
+                return error("missing host");
+            for (char c : result.host)
+                if (!is_host_char(c))
+                    return error(cat({"bad host '", result.host, "'"}));
+        }
+
+        if (has_port) {
+            auto number = parse_number(port);
+            if (!number || *number < 1 || *number > 65535)
+                return error(cat({"bad port '", port, "'"}));
+            result.port = *number;
+        }
+
+        if (slash != std::string_view::npos) {
+            const std::string_view db = rest.substr(slash + 1);
+            if (!db.empty()) {
+                auto number = parse_number(db);
+                if (!number)
+                    return error(cat({"bad database '", db, "'"}));
+                result.db = *number;
+            }
+        }
+        return result;
+    }
+
+    util::Expected<ServerUrl> parse_unix_path(std::string_view rest, ServerUrl result) const {
+        const size_t question = rest.find('?');
+        const std::string_view path = rest.substr(0, question);
+        if (!path.starts_with('/'))
+            return error("the socket path must be absolute, e.g. unix:///run/redis/redis.sock");
+        if (path == "/")
+            return error("missing socket path");
+        if (path.size() > k_max_socket_path)
+            return error(cat(
+                {"the socket path is longer than ", std::to_string(k_max_socket_path), " bytes"}));
+        result.socket_path = path;
+
+        if (question != std::string_view::npos) {
+            std::string_view query = rest.substr(question + 1);
+            while (!query.empty()) {
+                const size_t amp = query.find('&');
+                const std::string_view param = query.substr(0, amp);
+                query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
+                if (!param.starts_with("db="))
+                    return error(cat({"unknown parameter '", param.substr(0, param.find('=')),
+                                      "' (only db=N is supported)"}));
+                auto number = parse_number(param.substr(3));
+                if (!number)
+                    return error(cat({"bad database '", param.substr(3), "'"}));
+                result.db = *number;
+            }
+        }
+        return result;
+    }
+
+    static std::optional<int> parse_number(std::string_view s) {
+        int value = 0;
+        if (s.empty() || s[0] < '0' || s[0] > '9')
+            return std::nullopt;
+        auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
+        if (ec != std::errc{} || end != s.data() + s.size())
+            return std::nullopt;
+        return value;
+    }
+
+    static bool is_hex(char c) {
+        return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+    }
+    static bool is_host_char(char c) {
+        return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+               c == '-' || c == '.' || c == '_';
+    }
+
+    std::string_view m_url;
+};
+
+} // namespace
+
+std::string ServerUrl::display() const {
+    if (is_unix())
+        return db != 0 ? cat({"unix:", socket_path, "?db=", std::to_string(db)})
+                       : cat({"unix:", socket_path});
+    const bool ipv6 = host.find(':') != std::string::npos;
+    std::string out = ipv6 ? cat({"[", host, "]:", std::to_string(port)})
+                           : cat({host, ":", std::to_string(port)});
+    if (db != 0)
+        out += "/" + std::to_string(db);
+    return out;
+}
+
+util::Expected<ServerUrl> parse_server_url(std::string_view url) {
+    return UrlParser(url).parse();
+}
+
+std::string mask_url_password(std::string_view url) {
+    std::string out(url);
+    if (const auto range = find_url_password(url))
+        out.replace(range->first, range->second, "***");
+    return out;
+}
+
+std::optional<std::pair<size_t, size_t>> find_url_password(std::string_view url) {
+    const auto parts = split_scheme(url);
+    if (!parts)
+        return std::nullopt;
+    const auto at = find_userinfo_end(*parts);
+    if (!at)
+        return std::nullopt;
+    const size_t colon = parts->rest.substr(0, *at).find(':');
+    if (colon == std::string_view::npos || colon + 1 == *at)
+        return std::nullopt;
+    return std::pair{parts->rest_offset + colon + 1, *at - colon - 1};
+}
+
+} // namespace redlock::config
