@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Installs everything redlock needs to build, test, bench and package on Debian 12.
+#
+# Idempotent and fast when nothing is missing: the packages are checked with dpkg-query
+# first, and apt-get runs only for the ones that are not installed. Runs as root, or
+# re-runs itself through sudo.
+#
+# The tests start their own redis-server on loopback; the Debian package's system
+# service is neither needed nor started (a policy-rc.d keeps apt from starting it).
+set -euo pipefail
+
+packages=(
+    # build
+    g++ cmake make pkg-config
+    libcli11-dev libhiredis-dev libtomlplusplus-dev doctest-dev
+    # test
+    redis-server python3 util-linux procps clang-format
+    # bench
+    hyperfine valgrind time strace
+    # packaging tests
+    dpkg-dev fakeroot groff man-db bash-completion zsh fish
+)
+
+missing=()
+for pkg in "${packages[@]}"; do
+    status=$(dpkg-query -W -f='${db:Status-Status}' "$pkg" 2>/dev/null || true)
+    if [[ "$status" != installed ]]; then
+        missing+=("$pkg")
+    fi
+done
+
+if ((${#missing[@]} == 0)); then
+    echo "setup: all ${#packages[@]} packages already installed"
+    exit 0
+fi
+
+if ((EUID != 0)); then
+    if command -v sudo >/dev/null; then
+        echo "setup: installing ${missing[*]} (through sudo)"
+        exec sudo --preserve-env=DEBIAN_FRONTEND bash "$0" "$@"
+    fi
+    echo "setup: must run as root (or with sudo) to install: ${missing[*]}" >&2
+    exit 1
+fi
+
+export DEBIAN_FRONTEND=noninteractive
+echo "setup: installing ${missing[*]}"
+
+# Keep apt from starting redis-server's system service: nothing here uses it, and on a
+# machine without an init system starting it only fails. Docker images already ship a
+# policy-rc.d that says no; only add (and later remove) ours when there is none.
+policy=/usr/sbin/policy-rc.d
+if [[ ! -e "$policy" ]]; then
+    printf '#!/bin/sh\n# added by redlock scripts/setup.sh for the duration of the install\nexit 101\n' \
+        >"$policy"
+    chmod 755 "$policy"
+    trap 'rm -f "$policy"' EXIT
+fi
+
+apt_install() {
+    apt-get install -y --no-install-recommends "${missing[@]}"
+}
+
+# apt-get update once: when there are no package lists at all, or when an install from
+# the lists we have fails (stale lists point at versions the mirror no longer has).
+if ! compgen -G '/var/lib/apt/lists/*_Packages*' >/dev/null; then
+    apt-get update
+    apt_install
+elif ! apt_install; then
+    echo "setup: install failed with the current package lists; running apt-get update" >&2
+    apt-get update
+    apt_install
+fi
+
+# If the service was started anyway (a policy-rc.d that allows it), it is still not
+# ours to stop: the tests never use port 6379, so it does no harm. Just say so.
+if command -v pgrep >/dev/null && pgrep -x redis-server >/dev/null &&
+    pgrep -af 'redis-server .*:6379' >/dev/null; then
+    echo "setup: note: a system redis-server is running on port 6379; redlock's tests do not use it"
+fi
+echo "setup: done"
