@@ -1,0 +1,655 @@
+"""Helpers for redlock's end-to-end tests (stdlib only).
+
+Every test drives the built binary ($REDLOCK_BIN) as a user would, against a real
+redis-server ($REDIS_SERVER) that the test starts on loopback and always stops. Nothing
+here touches port 6379 or a user's config: HOME and XDG_CONFIG_HOME point at a temp dir.
+
+Waiting is always "poll a condition until a deadline", never "sleep and hope"; the
+deadlines are generous (a loaded 2-core machine running sanitizer builds must pass).
+"""
+
+import atexit
+import ctypes
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+import weakref
+
+# Multiplies every deadline; raise it on a very slow machine.
+SLACK = float(os.environ.get("REDLOCK_E2E_SLACK", "1"))
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MESSAGE_LINE = re.compile(r"^redlock: [a-z]")
+
+
+def _find_redlock():
+    path = os.environ.get("REDLOCK_BIN")
+    if path:
+        return path
+    root = os.path.dirname(os.path.dirname(HERE))
+    for build in ("build-e2e", "build"):
+        candidate = os.path.join(root, build, "redlock")
+        if os.access(candidate, os.X_OK):
+            return candidate
+    raise RuntimeError("set REDLOCK_BIN to the redlock binary")
+
+
+def _find_redis_server():
+    return os.environ.get("REDIS_SERVER") or shutil.which("redis-server") or "/usr/bin/redis-server"
+
+
+REDLOCK_BIN = _find_redlock()
+REDIS_SERVER_BIN = _find_redis_server()
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent():
+    """preexec_fn: the child gets SIGKILL if this test process dies (CTest timeout)."""
+    _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+# ---------------------------------------------------------------------------------------
+# Waiting
+
+
+class Timeout(AssertionError):
+    pass
+
+
+def wait_until(predicate, timeout=10.0, interval=0.01, message="condition", proc=None):
+    """Polls predicate() every `interval` s until it returns something truthy (returned)
+    or `timeout`*SLACK seconds pass (AssertionError). With `proc` (a RedlockProcess), fails
+    early when that process exits first."""
+    deadline = time.monotonic() + timeout * SLACK
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if proc is not None and proc.poll() is not None:
+            value = predicate()
+            if value:
+                return value
+            raise AssertionError(
+                f"redlock exited with {proc.returncode} before {message}; "
+                f"stderr: {proc.stderr!r}")
+        if time.monotonic() >= deadline:
+            raise Timeout(f"timed out after {timeout * SLACK:.1f}s waiting for {message}")
+        time.sleep(interval)
+
+
+def pid_alive(pid):
+    """True while process `pid` exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    # The state follows the last ')' (the command name may contain one).
+    state = stat[stat.rindex(b")") + 2:][:1]
+    return state not in (b"Z", b"X")
+
+
+def read_pid_file(path, timeout=10.0, proc=None):
+    """Waits until `path` holds a pid (a whole line) and returns it."""
+    def read():
+        try:
+            with open(path) as f:
+                text = f.read()
+        except FileNotFoundError:
+            return None
+        return int(text) if text.endswith("\n") and text.strip().isdigit() else None
+    return wait_until(read, timeout, message=f"pid in {path}", proc=proc)
+
+
+def kill_quietly(pid, sig=signal.SIGKILL):
+    try:
+        os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def free_port():
+    """A loopback port that was free a moment ago (never 6379)."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port != 6379:
+            return port
+
+
+# ---------------------------------------------------------------------------------------
+# A minimal RESP2 client
+
+
+class RedisError(Exception):
+    """An error reply from the server."""
+
+
+class RespClient:
+    def __init__(self, address, timeout=5.0):
+        """address: ("127.0.0.1", port) or a unix socket path."""
+        if isinstance(address, str):
+            self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        else:
+            self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.settimeout(timeout * SLACK)
+        try:
+            self.sock.connect(address)
+        except OSError:
+            self.sock.close()
+            raise
+        self.buf = b""
+
+    def close(self):
+        self.sock.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def execute(self, *args):
+        """Sends one command; returns str/int/None/list, raises RedisError on an error
+        reply."""
+        out = [b"*%d\r\n" % len(args)]
+        for arg in args:
+            if isinstance(arg, str):
+                arg = arg.encode("utf-8", "surrogateescape")
+            elif isinstance(arg, int):
+                arg = str(arg).encode()
+            out.append(b"$%d\r\n%s\r\n" % (len(arg), arg))
+        self.sock.sendall(b"".join(out))
+        reply = self._read_reply()
+        if isinstance(reply, RedisError):
+            raise reply
+        return reply
+
+    def _read_line(self):
+        while b"\r\n" not in self.buf:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise ConnectionError("connection closed by the server")
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\r\n", 1)
+        return line
+
+    def _read_exact(self, n):
+        while len(self.buf) < n + 2:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise ConnectionError("connection closed by the server")
+            self.buf += chunk
+        data, self.buf = self.buf[:n], self.buf[n + 2:]
+        return data
+
+    def _read_reply(self):
+        line = self._read_line()
+        kind, rest = line[:1], line[1:]
+        if kind == b"+":
+            return rest.decode("utf-8", "surrogateescape")
+        if kind == b"-":
+            return RedisError(rest.decode("utf-8", "replace"))
+        if kind == b":":
+            return int(rest)
+        if kind == b"$":
+            n = int(rest)
+            if n < 0:
+                return None
+            return self._read_exact(n).decode("utf-8", "surrogateescape")
+        if kind == b"*":
+            n = int(rest)
+            if n < 0:
+                return None
+            items = []
+            for _ in range(n):
+                item = self._read_reply()
+                items.append(item)
+            return items
+        raise ConnectionError(f"bad RESP reply: {line!r}")
+
+
+# ---------------------------------------------------------------------------------------
+# redis-server
+
+_live_servers = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_all_servers():
+    for server in list(_live_servers):
+        server.stop()
+
+
+class RedisServer:
+    """A redis-server on loopback (free port, or a unix socket in a temp dir), stopped by
+    stop() — registered with atexit and, through E2ETest.redis_server, addCleanup."""
+
+    def __init__(self, unix_socket=False, requirepass=None, acl_user=None, extra_args=()):
+        """acl_user: (name, password, rules), rules like "on ~lock:* +@all"; the password
+        is added as ">password"."""
+        self.unix_socket = unix_socket
+        self.requirepass = requirepass
+        self.acl_user = acl_user
+        self.extra_args = list(extra_args)
+        self.dir = tempfile.mkdtemp(prefix="redlock-e2e-redis-")
+        self.socket_path = os.path.join(self.dir, "redis.sock") if unix_socket else None
+        self.port = 0
+        self.proc = None
+        self.frozen = False
+        self._log = None
+        _live_servers.add(self)
+        for _ in range(5):
+            if not unix_socket:
+                self.port = free_port()
+            if self._try_start():
+                return
+        log = self.log_tail()
+        self.stop()
+        raise RuntimeError(f"redis-server did not start; log:\n{log}")
+
+    # -- addresses
+
+    @property
+    def address(self):
+        return self.socket_path if self.unix_socket else ("127.0.0.1", self.port)
+
+    @property
+    def pid(self):
+        return self.proc.pid if self.proc else None
+
+    def url(self, username=None, password=None, db=None):
+        """The URL for `-s`: redis://[[user]:password@]127.0.0.1:PORT[/db] or
+        unix://PATH[?db=N]."""
+        if self.unix_socket:
+            return f"unix://{self.socket_path}" + (f"?db={db}" if db is not None else "")
+        auth = ""
+        if password is not None:
+            auth = f"{username or ''}:{password}@"
+        elif username is not None:
+            auth = f"{username}@"
+        return f"redis://{auth}127.0.0.1:{self.port}" + (f"/{db}" if db is not None else "")
+
+    # -- lifecycle
+
+    def _command_line(self):
+        args = [REDIS_SERVER_BIN,
+                "--port", str(0 if self.unix_socket else self.port),
+                "--bind", "127.0.0.1",
+                "--save", "",
+                "--appendonly", "no",
+                "--daemonize", "no",
+                "--dir", self.dir]
+        if self.unix_socket:
+            args += ["--unixsocket", self.socket_path, "--unixsocketperm", "700"]
+        if self.requirepass is not None:
+            args += ["--requirepass", self.requirepass]
+        if self.acl_user is not None:
+            name, password, rules = self.acl_user
+            args += ["--user", name] + rules.split() + [">" + password]
+        return args + self.extra_args
+
+    def _try_start(self):
+        if self._log is None:
+            self._log = open(os.path.join(self.dir, "redis.log"), "ab")
+        self.proc = subprocess.Popen(self._command_line(), stdin=subprocess.DEVNULL,
+                                     stdout=self._log, stderr=subprocess.STDOUT,
+                                     preexec_fn=_die_with_parent)
+        self.frozen = False
+        deadline = time.monotonic() + 5 * SLACK
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                self.proc = None
+                return False  # e.g. someone took the port meanwhile
+            if self._answers():
+                return True
+            time.sleep(0.01)
+        self.kill()
+        return False
+
+    def _answers(self):
+        """True when *our* process answers (not another server on a reused port)."""
+        try:
+            with self.client(timeout=1.0) as c:
+                info = c.execute("INFO", "server")
+        except (OSError, RedisError):
+            return False
+        return f"process_id:{self.proc.pid}\r\n" in info
+
+    def freeze(self):
+        """SIGSTOP; returns once the server is stopped."""
+        if self.proc is None or self.frozen:
+            return
+        os.kill(self.proc.pid, signal.SIGSTOP)
+        _, status = os.waitpid(self.proc.pid, os.WUNTRACED)
+        if os.WIFSTOPPED(status):
+            self.frozen = True
+        else:  # it died instead; let Popen know
+            self.proc.returncode = os.waitstatus_to_exitcode(status)
+            self.proc = None
+
+    def thaw(self):
+        if self.proc is None or not self.frozen:
+            return
+        os.kill(self.proc.pid, signal.SIGCONT)
+        self.frozen = False
+
+    def kill(self):
+        """SIGKILL and reap."""
+        if self.proc is None:
+            return
+        kill_quietly(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+        self.proc = None
+        self.frozen = False
+
+    def restart(self):
+        """Kill if running and start again on the same address (an empty dataset)."""
+        self.kill()
+        for _ in range(5):
+            if self._try_start():
+                return
+            time.sleep(0.1)
+        raise RuntimeError(f"redis-server did not restart; log:\n{self.log_tail()}")
+
+    def stop(self):
+        self.thaw()
+        self.kill()
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+        shutil.rmtree(self.dir, ignore_errors=True)
+        _live_servers.discard(self)
+
+    def log_tail(self, lines=20):
+        try:
+            with open(os.path.join(self.dir, "redis.log"), errors="replace") as f:
+                return "".join(f.readlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    # -- commands for assertions
+
+    def client(self, db=0, timeout=5.0, auth=True):
+        c = RespClient(self.address, timeout)
+        try:
+            if auth and self.requirepass is not None:
+                c.execute("AUTH", self.requirepass)
+            if db:
+                c.execute("SELECT", db)
+        except BaseException:
+            c.close()
+            raise
+        return c
+
+    def command(self, *args, db=0):
+        """One command on a fresh connection as the default user."""
+        with self.client(db=db) as c:
+            return c.execute(*args)
+
+
+# ---------------------------------------------------------------------------------------
+# redlock
+
+
+def isolated_env(home, extra=None):
+    """The environment for redlock: a private HOME and XDG_CONFIG_HOME, no REDLOCK_*."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("REDLOCK_")}
+    env["HOME"] = home
+    env["XDG_CONFIG_HOME"] = os.path.join(home, ".config")
+    env.pop("REDLOCK_CONFIG", None)
+    if extra:
+        env.update(extra)
+    return env
+
+
+class RedlockProcess:
+    """A running redlock with stdout/stderr captured to files (no pipe can fill up)."""
+
+    def __init__(self, args, env, cwd, stdin=None, pass_fds=()):
+        self.args = [REDLOCK_BIN] + list(args)
+        self.dir = tempfile.mkdtemp(prefix="redlock-e2e-proc-")
+        self._out = open(os.path.join(self.dir, "stdout"), "w+b")
+        self._err = open(os.path.join(self.dir, "stderr"), "w+b")
+        self.started = time.monotonic()
+        self.ended = None
+        self.popen = subprocess.Popen(
+            self.args, env=env, cwd=cwd,
+            stdin=stdin if stdin is not None else subprocess.DEVNULL,
+            stdout=self._out, stderr=self._err, pass_fds=pass_fds,
+            preexec_fn=_die_with_parent)
+
+    @property
+    def pid(self):
+        return self.popen.pid
+
+    @property
+    def returncode(self):
+        return self.popen.returncode
+
+    def poll(self):
+        rc = self.popen.poll()
+        if rc is not None and self.ended is None:
+            self.ended = time.monotonic()
+        return rc
+
+    def wait(self, timeout=30.0):
+        """Waits for exit (AssertionError after timeout*SLACK s) and returns the status."""
+        try:
+            rc = self.popen.wait(timeout * SLACK)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(
+                f"redlock still running after {timeout * SLACK:.1f}s: {self.args}; "
+                f"stderr so far: {self.stderr!r}") from None
+        if self.ended is None:
+            self.ended = time.monotonic()
+        return rc
+
+    @property
+    def elapsed(self):
+        return (self.ended or time.monotonic()) - self.started
+
+    def _read(self, f):
+        f.flush()
+        with open(f.name, "rb") as r:
+            return r.read().decode("utf-8", "replace")
+
+    @property
+    def stdout(self):
+        return self._read(self._out)
+
+    @property
+    def stderr(self):
+        return self._read(self._err)
+
+    def send_signal(self, sig):
+        self.popen.send_signal(sig)
+
+    def cleanup(self):
+        if self.popen.poll() is None:
+            self.popen.kill()
+            self.popen.wait()
+        self._out.close()
+        self._err.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class Result:
+    def __init__(self, returncode, stdout, stderr, elapsed, args):
+        self.returncode = returncode
+        self.stdout = stdout
+        self.stderr = stderr
+        self.elapsed = elapsed
+        self.args = args
+
+    def __repr__(self):
+        return (f"Result(rc={self.returncode}, elapsed={self.elapsed:.2f}s, "
+                f"stdout={self.stdout!r}, stderr={self.stderr!r}, args={self.args!r})")
+
+
+# A PROGRAM for `redlock run` that records what it sees and holds the lock until told:
+#   $1 = its directory; $2 = exit code.
+# It writes token, key and pid atomically (write + mv), then "ready", waits for "go",
+# writes "done" and exits. "done" existing means PROGRAM is about to exit; while it does
+# not, the lock must be held.
+HOLDER_SCRIPT = r'''
+d=$1
+printf '%s' "$REDLOCK_TOKEN" > "$d/token.tmp" && mv "$d/token.tmp" "$d/token"
+printf '%s' "$REDLOCK_KEY" > "$d/key.tmp" && mv "$d/key.tmp" "$d/key"
+echo $$ > "$d/pid.tmp" && mv "$d/pid.tmp" "$d/pid"
+: > "$d/ready"
+while [ ! -e "$d/go" ]; do sleep 0.02; done
+: > "$d/done"
+exit "$2"
+'''
+
+
+class Holder:
+    """`redlock run ... -- sh -c HOLDER_SCRIPT` in the background."""
+
+    def __init__(self, test, run_args, exit_code=0, global_args=()):
+        self.test = test
+        self.dir = test.mkdtemp("holder-")
+        self.proc = test.start_redlock(
+            list(global_args) + ["run"] + list(run_args) +
+            ["--", "sh", "-c", HOLDER_SCRIPT, "sh", self.dir, str(exit_code)])
+
+    def path(self, name):
+        return os.path.join(self.dir, name)
+
+    def wait_ready(self, timeout=15.0):
+        wait_until(lambda: os.path.exists(self.path("ready")), timeout,
+                   message="the holder's PROGRAM to start", proc=self.proc)
+        return self
+
+    @property
+    def started(self):
+        return os.path.exists(self.path("ready"))
+
+    @property
+    def done(self):
+        return os.path.exists(self.path("done"))
+
+    def _file(self, name):
+        with open(self.path(name)) as f:
+            return f.read()
+
+    @property
+    def token(self):
+        return self._file("token")
+
+    @property
+    def key(self):
+        return self._file("key")
+
+    @property
+    def program_pid(self):
+        return int(self._file("pid"))
+
+    def release(self, timeout=30.0):
+        """Lets PROGRAM exit and returns redlock's status."""
+        with open(self.path("go"), "w"):
+            pass
+        return self.proc.wait(timeout)
+
+
+class E2ETest(unittest.TestCase):
+    """Base class: temp dirs, servers and processes are cleaned up after every test."""
+
+    maxDiff = None
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="redlock-e2e-")
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+        self.home = os.path.join(self.tmp, "home")
+        os.makedirs(os.path.join(self.home, ".config"))
+        self._pids_to_kill = []
+        self.addCleanup(self._kill_leftovers)
+
+    def _kill_leftovers(self):
+        for pid in self._pids_to_kill:
+            kill_quietly(pid)
+
+    def kill_at_cleanup(self, pid):
+        """Makes sure a process a PROGRAM started does not outlive the test."""
+        self._pids_to_kill.append(pid)
+
+    def mkdtemp(self, prefix="d-"):
+        return tempfile.mkdtemp(prefix=prefix, dir=self.tmp)
+
+    def path(self, *names):
+        return os.path.join(self.tmp, *names)
+
+    def write_file(self, name, text, mode=0o600):
+        path = self.path(name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            f.write(text)
+        os.chmod(path, mode)
+        return path
+
+    def redis_server(self, **options):
+        server = RedisServer(**options)
+        self.addCleanup(server.stop)
+        return server
+
+    def env(self, extra=None):
+        return isolated_env(self.home, extra)
+
+    def run_redlock(self, args, input=None, env=None, timeout=30.0, cwd=None):
+        """Runs redlock to completion; returns a Result (AssertionError on timeout)."""
+        full = [REDLOCK_BIN] + list(args)
+        start = time.monotonic()
+        try:
+            cp = subprocess.run(full, input=input, capture_output=True,
+                                stdin=None if input is not None else subprocess.DEVNULL,
+                                env=env if env is not None else self.env(),
+                                cwd=cwd or self.tmp, timeout=timeout * SLACK,
+                                preexec_fn=_die_with_parent)
+        except subprocess.TimeoutExpired as e:
+            raise AssertionError(f"redlock did not finish in {timeout * SLACK:.1f}s: {full}; "
+                                 f"stderr: {e.stderr!r}") from None
+        elapsed = time.monotonic() - start
+        return Result(cp.returncode, cp.stdout.decode("utf-8", "replace"),
+                      cp.stderr.decode("utf-8", "replace"), elapsed, full)
+
+    def start_redlock(self, args, env=None, stdin=None, cwd=None, pass_fds=()):
+        """Starts redlock in the background; killed at cleanup if still running."""
+        proc = RedlockProcess(args, env if env is not None else self.env(), cwd or self.tmp,
+                              stdin=stdin, pass_fds=pass_fds)
+        self.addCleanup(proc.cleanup)
+        return proc
+
+    def holder(self, run_args, exit_code=0, global_args=()):
+        """A background redlock holding a lock (see Holder); not yet waited for."""
+        return Holder(self, run_args, exit_code, global_args)
+
+    # -- assertions
+
+    def assertMessages(self, stderr, min_lines=1):
+        """Every stderr line is a redlock message: 'redlock: lowercase text...'."""
+        lines = stderr.splitlines()
+        self.assertGreaterEqual(len(lines), min_lines, f"expected a message on stderr")
+        for line in lines:
+            self.assertRegex(line, MESSAGE_LINE, f"stderr line not in house format: {stderr!r}")
+
+    def assertStatus(self, result, expected):
+        self.assertEqual(result.returncode, expected, f"unexpected status: {result!r}")
+
+    def assertKeyGone(self, server, key, db=0):
+        self.assertIsNone(server.command("GET", key, db=db), f"{key} still set")
+        self.assertEqual(server.command("EXISTS", key, db=db), 0)
+
+
+def main():
+    unittest.main(verbosity=2)
