@@ -1,0 +1,581 @@
+#include "config/config.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <initializer_list>
+#include <span>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <vector>
+
+#include <toml++/toml.h>
+
+#include "util/duration.hpp"
+#include "util/fd.hpp"
+#include "util/log.hpp"
+
+namespace redlock::config {
+
+namespace {
+
+using util::ErrorKind;
+
+// Joins pieces of a message (libstdc++ 12 has no <format>).
+std::string cat(std::initializer_list<std::string_view> parts) {
+    std::string out;
+    for (std::string_view part : parts)
+        out += part;
+    return out;
+}
+
+constexpr std::string_view k_default_server = "redis://127.0.0.1:6379";
+constexpr Millis k_min_ttl{10};
+// A password file is a few bytes; the cap stops a mistaken path such as /dev/zero from
+// being read forever.
+constexpr size_t k_max_password_file = 64 * 1024;
+
+using namespace std::string_view_literals;
+constexpr std::array k_top_level_keys = {
+    "key_prefix"sv, "ttl"sv, "wait"sv, "connect_timeout"sv, "command_timeout"sv, "servers"sv};
+constexpr std::array k_server_keys = {"url"sv,           "username"sv,        "password_env"sv,
+                                      "password_file"sv, "connect_timeout"sv, "command_timeout"sv};
+
+bool contains(std::span<const std::string_view> keys, std::string_view key) {
+    return std::ranges::find(keys, key) != keys.end();
+}
+
+// Edit distance with adjacent transpositions, for "did you mean" hints on typos.
+size_t edit_distance(std::string_view a, std::string_view b) {
+    std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+    for (size_t i = 0; i <= a.size(); ++i)
+        d[i][0] = i;
+    for (size_t j = 0; j <= b.size(); ++j)
+        d[0][j] = j;
+    for (size_t i = 1; i <= a.size(); ++i) {
+        for (size_t j = 1; j <= b.size(); ++j) {
+            const size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+            d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+                d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+        }
+    }
+    return d[a.size()][b.size()];
+}
+
+std::optional<std::string_view> closest_key(std::string_view key,
+                                            std::span<const std::string_view> known) {
+    std::optional<std::string_view> best;
+    size_t best_distance = 3; // more than two edits away is not a typo
+    for (std::string_view candidate : known) {
+        const size_t distance = edit_distance(key, candidate);
+        if (distance < best_distance && distance < key.size()) {
+            best = candidate;
+            best_distance = distance;
+        }
+    }
+    return best;
+}
+
+std::string_view type_name(const toml::node& node) {
+    switch (node.type()) {
+    case toml::node_type::string:
+        return "a string";
+    case toml::node_type::integer:
+        return "an integer";
+    case toml::node_type::floating_point:
+        return "a floating-point number";
+    case toml::node_type::boolean:
+        return "a boolean";
+    case toml::node_type::date:
+        return "a date";
+    case toml::node_type::time:
+        return "a time";
+    case toml::node_type::date_time:
+        return "a date-time";
+    case toml::node_type::array:
+        return "an array";
+    case toml::node_type::table:
+        return "a table";
+    case toml::node_type::none:
+        break;
+    }
+    return "nothing";
+}
+
+bool before(const toml::source_position& a, const toml::source_position& b) {
+    return a.line != b.line ? a.line < b.line : a.column < b.column;
+}
+
+// A table's entries in the order they appear in the file (toml::table is sorted by key), so
+// that the first error reported is the first one in the file.
+std::vector<std::pair<const toml::key*, const toml::node*>> in_file_order(const toml::table& t) {
+    std::vector<std::pair<const toml::key*, const toml::node*>> entries;
+    entries.reserve(t.size());
+    for (auto&& [key, node] : t)
+        entries.emplace_back(&key, &node);
+    std::ranges::stable_sort(entries, [](const auto& a, const auto& b) {
+        return before(a.first->source().begin, b.first->source().begin);
+    });
+    return entries;
+}
+
+std::string errno_text(int error) {
+    return std::strerror(error);
+}
+
+struct FileContent {
+    std::string text;
+    mode_t mode = 0;
+};
+
+// One open, one fstat and the reads: the whole cost of a config or password file.
+std::optional<FileContent> read_file(const std::filesystem::path& path, size_t limit, int& error) {
+    util::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd) {
+        error = errno;
+        return std::nullopt;
+    }
+    struct stat st {};
+    if (::fstat(fd.get(), &st) != 0) {
+        error = errno;
+        return std::nullopt;
+    }
+    FileContent content;
+    content.mode = st.st_mode;
+    if (st.st_size > 0)
+        content.text.reserve(std::min(static_cast<size_t>(st.st_size), limit) + 1);
+    std::array<char, 4096> buffer{};
+    for (;;) {
+        const ssize_t n = ::read(fd.get(), buffer.data(), buffer.size());
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            error = errno;
+            return std::nullopt;
+        }
+        if (n == 0)
+            break;
+        content.text.append(buffer.data(), static_cast<size_t>(n));
+        if (content.text.size() > limit) {
+            error = EFBIG;
+            return std::nullopt;
+        }
+    }
+    return content;
+}
+
+bool readable_by_others(mode_t mode) {
+    return (mode & (S_IRGRP | S_IROTH)) != 0;
+}
+
+ServerConfig default_server(const Config& config) {
+    auto url = parse_server_url(k_default_server);
+    return ServerConfig{std::move(*url), config.connect_timeout, config.command_timeout};
+}
+
+struct PendingServer {
+    ServerUrl url;
+    std::optional<Millis> connect_timeout;
+    std::optional<Millis> command_timeout;
+};
+
+class Parser {
+  public:
+    explicit Parser(const std::filesystem::path& source)
+        : m_source(source), m_name(source.string()) {}
+
+    // Whether a password is written in the file itself (in a server url).
+    [[nodiscard]] bool has_inline_password() const { return m_inline_password; }
+
+    util::Expected<Config> parse(std::string_view text) {
+#if TOML_EXCEPTIONS
+        toml::table root;
+        try {
+            root = toml::parse(text, std::string_view{m_name});
+        } catch (const toml::parse_error& e) {
+            return syntax_error(e);
+        }
+#else
+        toml::parse_result parsed = toml::parse(text, std::string_view{m_name});
+        if (!parsed)
+            return syntax_error(parsed.error());
+        toml::table root = std::move(parsed).table();
+#endif
+        Config config;
+        config.source = m_source;
+        std::vector<PendingServer> servers;
+
+        for (const auto& [key, node] : in_file_order(root)) {
+            const std::string_view name = key->str();
+            util::Expected<void> ok;
+            if (name == "key_prefix")
+                ok = parse_key_prefix(*node, config.key_prefix);
+            else if (name == "ttl")
+                ok = parse_ttl(*node, config.ttl);
+            else if (name == "wait")
+                ok = parse_duration_into(name, *node, config.wait);
+            else if (name == "connect_timeout")
+                ok = parse_timeout(name, *node, config.connect_timeout);
+            else if (name == "command_timeout")
+                ok = parse_timeout(name, *node, config.command_timeout);
+            else if (name == "servers")
+                ok = parse_servers(*node, servers);
+            else
+                ok = unknown_key(*key, k_top_level_keys, false);
+            if (!ok)
+                return std::unexpected(ok.error());
+        }
+
+        for (auto& pending : servers)
+            config.servers.push_back(ServerConfig{
+                std::move(pending.url), pending.connect_timeout.value_or(config.connect_timeout),
+                pending.command_timeout.value_or(config.command_timeout)});
+        if (config.servers.empty())
+            config.servers.push_back(default_server(config));
+        return config;
+    }
+
+  private:
+    std::unexpected<util::Error> error(const toml::source_position& where,
+                                       std::string_view message) const {
+        return util::fail(ErrorKind::config, cat({m_name, ":", std::to_string(where.line), ":",
+                                                  std::to_string(where.column), ": ", message}));
+    }
+    std::unexpected<util::Error> error(const toml::node& node, std::string_view message) const {
+        return error(node.source().begin, message);
+    }
+
+    std::unexpected<util::Error> syntax_error(const toml::parse_error& e) const {
+        std::string description(e.description());
+        if (!description.empty() && description[0] >= 'A' && description[0] <= 'Z')
+            description[0] = static_cast<char>(description[0] - 'A' + 'a');
+        return error(e.source().begin, description);
+    }
+
+    std::unexpected<util::Error> unknown_key(const toml::key& key,
+                                             std::span<const std::string_view> known,
+                                             bool in_server) const {
+        const std::string_view name = key.str();
+        std::string message = cat({"unknown key '", name, "'"});
+        if (in_server && contains(k_top_level_keys, name))
+            message += " in [[servers]] (top-level keys must come before the first [[servers]])";
+        else if (!in_server && contains(k_server_keys, name))
+            message += " (it belongs in a [[servers]] table)";
+        else if (const auto hint = closest_key(name, known))
+            message += cat({" (did you mean '", *hint, "'?)"});
+        return error(key.source().begin, message);
+    }
+
+    util::Expected<std::string> get_string(std::string_view name, const toml::node& node) const {
+        if (const auto* value = node.as_string())
+            return value->get();
+        return error(node, cat({"'", name, "' must be a string, not ", type_name(node)}));
+    }
+
+    util::Expected<Millis> get_duration(std::string_view name, const toml::node& node) const {
+        util::Expected<Millis> result;
+        if (const auto* text = node.as_string())
+            result = util::parse_duration(text->get());
+        else if (const auto* integer = node.as_integer())
+            result = util::duration_from_seconds(static_cast<double>(integer->get()));
+        else if (const auto* floating = node.as_floating_point())
+            result = util::duration_from_seconds(floating->get());
+        else
+            return error(node, cat({"'", name,
+                                    "' must be a duration string like \"30s\" or a number of "
+                                    "seconds, not ",
+                                    type_name(node)}));
+        if (!result)
+            return error(node, cat({"'", name, "': ", result.error().message}));
+        return result;
+    }
+
+    util::Expected<void> parse_key_prefix(const toml::node& node, std::string& out) const {
+        auto value = get_string("key_prefix", node);
+        if (!value)
+            return std::unexpected(value.error());
+        for (char c : *value) {
+            if (c < 0x20 || c > 0x7e)
+                return error(node, "'key_prefix' may only contain printable ASCII characters");
+            // A brace would change the Redis Cluster hash tag of "{<prefix><name>}:suffix",
+            // putting a lock's helper keys in another slot than the lock itself.
+            if (c == '{' || c == '}')
+                return error(node, "'key_prefix' must not contain '{' or '}'");
+        }
+        out = std::move(*value);
+        return {};
+    }
+
+    util::Expected<void> parse_ttl(const toml::node& node, Millis& out) const {
+        auto value = get_duration("ttl", node);
+        if (!value)
+            return std::unexpected(value.error());
+        if (*value < k_min_ttl)
+            return error(node, cat({"'ttl' must be at least ", util::format_duration(k_min_ttl),
+                                    ", not ", util::format_duration(*value)}));
+        out = *value;
+        return {};
+    }
+
+    util::Expected<void> parse_timeout(std::string_view name, const toml::node& node,
+                                       Millis& out) const {
+        auto value = get_duration(name, node);
+        if (!value)
+            return std::unexpected(value.error());
+        if (value->count() <= 0)
+            return error(node, cat({"'", name, "' must be at least 1ms, not 0s"}));
+        out = *value;
+        return {};
+    }
+
+    util::Expected<void> parse_timeout(std::string_view name, const toml::node& node,
+                                       std::optional<Millis>& out) const {
+        Millis value{};
+        if (auto ok = parse_timeout(name, node, value); !ok)
+            return ok;
+        out = value;
+        return {};
+    }
+
+    util::Expected<void> parse_duration_into(std::string_view name, const toml::node& node,
+                                             std::optional<Millis>& out) const {
+        auto value = get_duration(name, node);
+        if (!value)
+            return std::unexpected(value.error());
+        out = *value;
+        return {};
+    }
+
+    util::Expected<void> parse_servers(const toml::node& node, std::vector<PendingServer>& out) {
+        const auto* array = node.as_array();
+        if (array == nullptr) {
+            if (node.is_table())
+                return error(node, "'servers' must be an array of tables: write [[servers]], "
+                                   "not [servers]");
+            return error(node, cat({"'servers' must be an array of tables ([[servers]]), not ",
+                                    type_name(node)}));
+        }
+        for (const toml::node& element : *array) {
+            const auto* table = element.as_table();
+            if (table == nullptr)
+                return error(element, cat({"each 'servers' entry must be a table, not ",
+                                           type_name(element)}));
+            auto server = parse_server(*table);
+            if (!server)
+                return std::unexpected(server.error());
+            out.push_back(std::move(*server));
+        }
+        return {};
+    }
+
+    util::Expected<PendingServer> parse_server(const toml::table& table) {
+        PendingServer server;
+        const toml::node* url = nullptr;
+        const toml::node* username = nullptr;
+        const toml::node* password_env = nullptr;
+        const toml::node* password_file = nullptr;
+
+        for (const auto& [key, node] : in_file_order(table)) {
+            const std::string_view name = key->str();
+            util::Expected<void> ok;
+            if (name == "url" || name == "username" || name == "password_env" ||
+                name == "password_file") {
+                if (!node->is_string())
+                    return error(*node,
+                                 cat({"'", name, "' must be a string, not ", type_name(*node)}));
+                (name == "url"            ? url
+                 : name == "username"     ? username
+                 : name == "password_env" ? password_env
+                                          : password_file) = node;
+            } else if (name == "connect_timeout") {
+                ok = parse_timeout(name, *node, server.connect_timeout);
+            } else if (name == "command_timeout") {
+                ok = parse_timeout(name, *node, server.command_timeout);
+            } else {
+                ok = unknown_key(*key, k_server_keys, true);
+            }
+            if (!ok)
+                return std::unexpected(ok.error());
+        }
+
+        if (url == nullptr)
+            return error(table, "a [[servers]] table needs a 'url'");
+        auto parsed = parse_server_url(url->as_string()->get());
+        if (!parsed)
+            return error(*url, parsed.error().message);
+        server.url = std::move(*parsed);
+        if (server.url.password)
+            m_inline_password = true;
+
+        if (username != nullptr) {
+            const std::string& name = username->as_string()->get();
+            if (name.empty())
+                return error(*username, "'username' must not be empty");
+            server.url.username = name;
+        }
+
+        // One password source per server: with two, which one wins would be a guess.
+        std::vector<std::pair<std::string_view, const toml::node*>> sources;
+        if (server.url.password)
+            sources.emplace_back("the password in 'url'", url);
+        if (password_env != nullptr)
+            sources.emplace_back("'password_env'", password_env);
+        if (password_file != nullptr)
+            sources.emplace_back("'password_file'", password_file);
+        if (sources.size() > 1) {
+            std::ranges::sort(sources, [](const auto& a, const auto& b) {
+                return before(a.second->source().begin, b.second->source().begin);
+            });
+            return error(*sources[1].second,
+                         cat({sources[1].first, " conflicts with ", sources[0].first,
+                              "; give a server one password source"}));
+        }
+
+        if (password_env != nullptr) {
+            auto password = read_password_env(*password_env);
+            if (!password)
+                return std::unexpected(password.error());
+            server.url.password = std::move(*password);
+        }
+        if (password_file != nullptr) {
+            auto password = read_password_file(*password_file);
+            if (!password)
+                return std::unexpected(password.error());
+            server.url.password = std::move(*password);
+        }
+        return server;
+    }
+
+    util::Expected<std::string> read_password_env(const toml::node& node) const {
+        const std::string& variable = node.as_string()->get();
+        if (variable.empty())
+            return error(node, "'password_env' must name an environment variable");
+        const char* value = std::getenv(variable.c_str());
+        if (value == nullptr)
+            return error(node,
+                         cat({"environment variable '", variable, "' (password_env) is not set"}));
+        if (*value == '\0')
+            return error(node,
+                         cat({"environment variable '", variable, "' (password_env) is empty"}));
+        return std::string(value);
+    }
+
+    util::Expected<std::string> read_password_file(const toml::node& node) const {
+        const std::string& value = node.as_string()->get();
+        if (value.empty())
+            return error(node, "'password_file' must name a file");
+        std::filesystem::path path(value);
+        if (path.is_relative())
+            path = m_source.parent_path() / path;
+
+        int errno_value = 0;
+        auto content = read_file(path, k_max_password_file, errno_value);
+        if (!content) {
+            if (errno_value == EFBIG)
+                return error(node, cat({"password_file '", path.string(),
+                                        "' is too large to hold a password"}));
+            return error(node, cat({"cannot read password_file '", path.string(),
+                                    "': ", errno_text(errno_value)}));
+        }
+        std::string& password = content->text;
+        if (password.ends_with('\n'))
+            password.pop_back();
+        if (password.ends_with('\r'))
+            password.pop_back();
+        if (password.empty())
+            return error(node, cat({"password_file '", path.string(), "' is empty"}));
+        if (readable_by_others(content->mode))
+            util::log::note("{}", cat({"warning: password file '", path.string(),
+                                       "' is readable by group or others; chmod 600 it"}));
+        return std::move(password);
+    }
+
+    std::filesystem::path m_source;
+    std::string m_name;
+    bool m_inline_password = false;
+};
+
+// An explicitly named config must exist; a stat is all it costs.
+util::Expected<std::optional<std::filesystem::path>>
+explicit_file(const std::filesystem::path& path) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) {
+        const int error = errno;
+        return util::fail(ErrorKind::config,
+                          cat({"cannot read config '", path.string(), "': ", errno_text(error)}));
+    }
+    return path;
+}
+
+// An optional candidate is skipped only when it is plainly absent; any other failure (say,
+// EACCES) returns the path so that loading it reports the problem instead of hiding it.
+bool candidate_present(const std::filesystem::path& path) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0)
+        return true;
+    return errno != ENOENT && errno != ENOTDIR;
+}
+
+const char* non_empty_env(const char* name) {
+    const char* value = std::getenv(name);
+    return value != nullptr && *value != '\0' ? value : nullptr;
+}
+
+} // namespace
+
+util::Expected<std::optional<std::filesystem::path>>
+find_config_file(const std::optional<std::filesystem::path>& explicit_path) {
+    if (explicit_path)
+        return explicit_file(*explicit_path);
+    if (const char* env = non_empty_env("REDLOCK_CONFIG"))
+        return explicit_file(env);
+
+    // XDG base directories must be absolute; a relative one is ignored, as the spec says.
+    std::optional<std::filesystem::path> config_home;
+    if (const char* xdg = non_empty_env("XDG_CONFIG_HOME"); xdg != nullptr && *xdg == '/')
+        config_home = xdg;
+    else if (const char* home = non_empty_env("HOME"))
+        config_home = std::filesystem::path(home) / ".config";
+    if (config_home) {
+        auto user_file = *config_home / "redlock" / "config.toml";
+        if (candidate_present(user_file))
+            return user_file;
+    }
+    std::filesystem::path system_file = "/etc/redlock/config.toml";
+    if (candidate_present(system_file))
+        return system_file;
+    return std::nullopt;
+}
+
+util::Expected<Config> parse_config(std::string_view text, const std::filesystem::path& source) {
+    return Parser(source).parse(text);
+}
+
+util::Expected<Config> load_config(const std::optional<std::filesystem::path>& path) {
+    if (!path) {
+        Config config;
+        config.servers.push_back(default_server(config));
+        return config;
+    }
+
+    int errno_value = 0;
+    // No practical config comes near this; it only bounds a mistaken -c /dev/zero.
+    constexpr size_t k_max_config = 16 * 1024 * 1024;
+    auto content = read_file(*path, k_max_config, errno_value);
+    if (!content)
+        return util::fail(ErrorKind::config, cat({"cannot read config '", path->string(),
+                                                  "': ", errno_text(errno_value)}));
+    Parser parser(*path);
+    auto config = parser.parse(content->text);
+    if (config && parser.has_inline_password() && readable_by_others(content->mode))
+        util::log::note("{}", cat({"warning: '", path->string(),
+                                   "' contains a password and is readable by group or others; "
+                                   "chmod 600 it"}));
+    return config;
+}
+
+} // namespace redlock::config
