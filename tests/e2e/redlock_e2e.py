@@ -26,7 +26,10 @@ import weakref
 SLACK = float(os.environ.get("REDLOCK_E2E_SLACK", "1"))
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-MESSAGE_LINE = re.compile(r"^redlock: [a-z]")
+# "redlock: lowercase text[: cause]". The text may open with where the problem is: a
+# config file's "FILE:LINE:COL: " (the contract asks for it) or an option's name
+# ("--key is required"); what follows still starts in lowercase (or a quoted name).
+MESSAGE_LINE = re.compile(r"""^redlock: (?:[^\s:]+:\d+:\d+: )?(?:--?[a-z][a-z-]*:? )?['"a-z]""")
 
 
 def _find_redlock():
