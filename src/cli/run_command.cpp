@@ -4,13 +4,16 @@
 #include <cerrno>
 #include <cstring>
 #include <poll.h>
+#include <unistd.h>
 
+#include "lock/holder.hpp"
 #include "lock/lock.hpp"
 #include "lock/name.hpp"
 #include "process/child.hpp"
 #include "process/signals.hpp"
 #include "redis/fanout.hpp"
 #include "util/duration.hpp"
+#include "util/format.hpp"
 #include "util/log.hpp"
 #include "util/random.hpp"
 
@@ -254,17 +257,25 @@ int run_command(const RunOptions& options, const config::Config& config) {
     if (!signals)
         return report(signals.error());
 
-    const auto key = lock::lock_key(config.key_prefix, options.name);
-    lock::Lock lock(config.servers, key, util::random_token(), options.ttl);
+    auto holder = lock::current_holder(options.program, ::getpid());
+    holder.ttl_ms = options.ttl.count();
+    const auto token = util::random_token();
+    lock::Lock lock(config.servers, lock::lock_key(config.key_prefix, options.name),
+                    lock::companion_key(config.key_prefix, options.name, "meta"), token,
+                    options.ttl, lock::holder_fields(holder, token));
 
     const auto started = Clock::now();
-    const auto give_up = options.wait ? std::optional(started + *options.wait) : std::nullopt;
+    std::optional<Clock::time_point> give_up;
+    if (options.wait)
+        give_up = started + *options.wait;
     size_t attempts = 0;
     for (;;) {
         ++attempts;
         auto attempt = lock.acquire(signals->fd());
         if (!attempt)
-            return report(attempt.error());
+            return report(util::Error{attempt.error().kind,
+                                      util::format("cannot lock '{}': {}", options.name,
+                                                   attempt.error().message)});
         if (attempt->status == lock::AcquireStatus::acquired) {
             log::verbose("acquired '{}' in {} after {} attempt{} ({})", options.name,
                          util::format_duration(std::chrono::duration_cast<Millis>(Clock::now() - started)),

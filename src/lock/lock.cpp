@@ -1,18 +1,17 @@
 #include "lock/lock.hpp"
-#include "util/format.hpp"
 
-#include <array>
-
+#include "lock/scripts.hpp"
 #include "redis/fanout.hpp"
+#include "util/format.hpp"
 
 namespace redlock::lock {
 
-using redis::encode_command;
 using Vote = ServerResult::Vote;
 
 Clock::time_point validity_end(Clock::time_point sent, Millis ttl) {
     // The clock drift allowance of the Redlock spec: 1% of the TTL plus 2 ms.
-    auto drift = std::chrono::duration_cast<Clock::duration>(ttl) / 100 + std::chrono::milliseconds(2);
+    auto drift =
+        std::chrono::duration_cast<Clock::duration>(ttl) / 100 + std::chrono::milliseconds(2);
     return sent + ttl - drift;
 }
 
@@ -23,14 +22,13 @@ std::string millis_text(Clock::duration d) {
     return util::format("{:.1f}ms", static_cast<double>(us) / 1000.0);
 }
 
-// How a reply counts for the kind of round: SET NX answers OK or nil; the scripts answer
-// 1 (done) or 0 (not our token).
-ServerResult classify(const redis::Connection& conn, bool integer_reply) {
+// How one server's answer counts. Every script answers 1 (done: acquired, renewed,
+// released) or 0 (held by another owner / not our token).
+ServerResult classify(const redis::Connection& conn) {
     ServerResult r;
     r.server = conn.name();
     const auto& outcome = conn.outcome();
     if (!outcome) {
-        r.vote = Vote::none;
         r.detail = "pending";
         return r;
     }
@@ -46,15 +44,9 @@ ServerResult classify(const redis::Connection& conn, bool integer_reply) {
         r.vote = Vote::failed;
         r.detail = std::string(redis::text(reply));
         r.auth_failure = redis::is_auth_error(reply);
-    } else if (integer_reply && reply.type == REDIS_REPLY_INTEGER) {
+    } else if (reply.type == REDIS_REPLY_INTEGER && (reply.integer == 0 || reply.integer == 1)) {
         r.vote = reply.integer == 1 ? Vote::yes : Vote::no;
-        r.detail = reply.integer == 1 ? "ok" : "not our token";
-    } else if (!integer_reply && reply.type == REDIS_REPLY_STATUS && redis::text(reply) == "OK") {
-        r.vote = Vote::yes;
-        r.detail = "ok";
-    } else if (!integer_reply && reply.type == REDIS_REPLY_NIL) {
-        r.vote = Vote::no;
-        r.detail = "held by another owner";
+        r.detail = reply.integer == 1 ? "ok" : "not ours";
     } else {
         r.vote = Vote::failed;
         r.detail = "unexpected reply " + redis::describe(reply);
@@ -62,27 +54,28 @@ ServerResult classify(const redis::Connection& conn, bool integer_reply) {
     return r;
 }
 
-std::string script_call(std::string_view verb, std::string_view script_or_sha, std::string_view key,
-                        std::string_view token, std::string_view extra) {
-    if (extra.empty()) {
-        std::array<std::string_view, 5> argv{verb, script_or_sha, "1", key, token};
-        return encode_command(argv);
-    }
-    std::array<std::string_view, 6> argv{verb, script_or_sha, "1", key, token, extra};
-    return encode_command(argv);
+// EVALSHA (or, as the NOSCRIPT fallback, EVAL) of a script over the lock and its metadata.
+std::string script_call(const Script& script, bool by_sha, const std::string& key,
+                        const std::string& meta_key, std::span<const std::string> args) {
+    std::vector<std::string_view> argv{by_sha ? "EVALSHA" : "EVAL",
+                                       by_sha ? script.sha1 : script.source, "2", key, meta_key};
+    for (const auto& a : args)
+        argv.emplace_back(a);
+    return redis::encode_command(argv);
 }
 
 } // namespace
 
-Lock::Lock(const std::vector<config::ServerConfig>& servers, std::string key, std::string token,
-           Millis ttl)
-    : m_key(std::move(key)), m_token(std::move(token)), m_ttl(ttl) {
+Lock::Lock(const std::vector<config::ServerConfig>& servers, std::string key, std::string meta_key,
+           std::string token, Millis ttl, std::vector<std::string> holder)
+    : m_key(std::move(key)), m_meta_key(std::move(meta_key)), m_token(std::move(token)),
+      m_holder(std::move(holder)), m_ttl(ttl) {
     m_conns.reserve(servers.size());
     for (const auto& s : servers)
         m_conns.emplace_back(s);
-    auto ttl_ms = std::to_string(m_ttl.count());
-    m_renew_command = script_call("EVALSHA", k_renew_sha, m_key, m_token, ttl_ms);
-    m_renew_fallback = script_call("EVAL", k_renew_script, m_key, m_token, ttl_ms);
+    std::vector<std::string> args{m_token, std::to_string(m_ttl.count())};
+    m_renew_command = script_call(k_renew_script, true, m_key, m_meta_key, args);
+    m_renew_fallback = script_call(k_renew_script, false, m_key, m_meta_key, args);
 }
 
 void Lock::send_all(const std::string& command, const std::string& fallback,
@@ -91,11 +84,11 @@ void Lock::send_all(const std::string& command, const std::string& fallback,
         c.start(command, fallback, now);
 }
 
-Tally Lock::tally(bool integer_reply) const {
+Tally Lock::tally() const {
     Tally t;
     t.total = m_conns.size();
     for (const auto& c : m_conns) {
-        switch (classify(c, integer_reply).vote) {
+        switch (classify(c).vote) {
         case Vote::yes:
             ++t.yes;
             break;
@@ -112,28 +105,32 @@ Tally Lock::tally(bool integer_reply) const {
     return t;
 }
 
-std::vector<ServerResult> Lock::collect(bool integer_reply) const {
+std::vector<ServerResult> Lock::collect() const {
     std::vector<ServerResult> out;
     out.reserve(m_conns.size());
     for (const auto& c : m_conns)
-        out.push_back(classify(c, integer_reply));
+        out.push_back(classify(c));
     return out;
 }
 
 util::Expected<AcquireResult> Lock::acquire(int interrupt_fd) {
-    auto ttl_ms = std::to_string(m_ttl.count());
-    std::array<std::string_view, 6> argv{"SET", m_key, m_token, "NX", "PX", ttl_ms};
-    auto command = encode_command(argv);
+    std::vector<std::string> args{m_token, std::to_string(m_ttl.count())};
+    args.insert(args.end(), m_holder.begin(), m_holder.end());
+    auto command = script_call(k_acquire_script, true, m_key, m_meta_key, args);
+    auto fallback = script_call(k_acquire_script, false, m_key, m_meta_key, args);
 
     auto sent = Clock::now();
-    send_all(command, {}, sent);
-    auto waited = redis::wait(m_conns, [this] { return tally(false).decided(); }, interrupt_fd);
+    send_all(command, fallback, sent);
+    auto waited = redis::wait(m_conns, [this] { return tally().decided(); }, interrupt_fd);
     auto done = Clock::now();
 
     AcquireResult result;
     result.elapsed = done - sent;
-    result.servers = collect(false);
-    Tally t = tally(false);
+    result.servers = collect();
+    for (auto& s : result.servers)
+        if (s.vote == Vote::no)
+            s.detail = "held";
+    Tally t = tally();
     if (waited == redis::WaitResult::decided && t.won() && done < lock::validity_end(sent, m_ttl)) {
         result.status = AcquireStatus::acquired;
         result.validity_end = m_validity_end = lock::validity_end(sent, m_ttl);
@@ -152,9 +149,21 @@ util::Expected<AcquireResult> Lock::acquire(int interrupt_fd) {
         return result;
     }
     if (t.yes + t.no < t.majority())
-        return std::unexpected(quorum_error(util::format("cannot lock '{}'", m_key), result.servers));
+        return std::unexpected(quorum_error(result.servers));
     result.status = AcquireStatus::held;
     return result;
+}
+
+RenewStatus Lock::judge_renewal(Clock::time_point sent, Clock::time_point now) const {
+    Tally t = tally();
+    if (t.won())
+        return now < lock::validity_end(sent, m_ttl) ? RenewStatus::renewed : RenewStatus::failed;
+    // Enough servers say the token is gone that a majority can never confirm it.
+    if (t.no > t.total - t.majority())
+        return RenewStatus::not_ours;
+    if (t.lost() || !redis::any_busy(m_conns))
+        return RenewStatus::failed;
+    return RenewStatus::pending;
 }
 
 void Lock::start_renewal(Clock::time_point now) {
@@ -166,18 +175,10 @@ void Lock::start_renewal(Clock::time_point now) {
 RenewStatus Lock::poll_renewal(Clock::time_point now) {
     if (!m_renewing)
         return RenewStatus::failed;
-    Tally t = tally(true);
-    RenewStatus status = RenewStatus::pending;
-    if (t.won())
-        status = now < lock::validity_end(m_renew_sent, m_ttl) ? RenewStatus::renewed
-                                                         : RenewStatus::failed;
-    else if (t.no > t.total - t.majority())
-        status = RenewStatus::not_ours;
-    else if (t.lost() || !redis::any_busy(m_conns))
-        status = RenewStatus::failed;
+    RenewStatus status = judge_renewal(m_renew_sent, now);
     if (status == RenewStatus::pending)
         return status;
-    m_last_round = collect(true);
+    m_last_round = collect();
     for (auto& c : m_conns)
         c.abandon(now);
     m_renewing = false;
@@ -191,19 +192,39 @@ void Lock::abandon_renewal(Clock::time_point now) {
         return;
     for (auto& c : m_conns)
         c.abandon(now);
-    m_last_round = collect(true);
+    m_last_round = collect();
     m_renewing = false;
 }
 
+RenewStatus Lock::extend(Millis ttl) {
+    m_ttl = ttl;
+    std::vector<std::string> args{m_token, std::to_string(ttl.count())};
+    auto sent = Clock::now();
+    send_all(script_call(k_renew_script, true, m_key, m_meta_key, args),
+             script_call(k_renew_script, false, m_key, m_meta_key, args), sent);
+    (void)redis::wait(m_conns, [&] {
+        return judge_renewal(sent, Clock::now()) != RenewStatus::pending;
+    });
+    auto status = judge_renewal(sent, Clock::now());
+    m_last_round = collect();
+    if (status == RenewStatus::renewed)
+        m_validity_end = lock::validity_end(sent, ttl);
+    return status == RenewStatus::pending ? RenewStatus::failed : status;
+}
+
 std::vector<ServerResult> Lock::release() {
-    auto command = script_call("EVALSHA", k_release_sha, m_key, m_token, {});
-    auto fallback = script_call("EVAL", k_release_script, m_key, m_token, {});
-    send_all(command, fallback, Clock::now());
+    std::vector<std::string> args{m_token};
+    send_all(script_call(k_release_script, true, m_key, m_meta_key, args),
+             script_call(k_release_script, false, m_key, m_meta_key, args), Clock::now());
     (void)redis::wait(m_conns, [this] {
-        Tally t = tally(true);
+        Tally t = tally();
         return t.yes + t.no >= t.majority() || t.lost();
     });
-    return collect(true);
+    auto results = collect();
+    for (auto& r : results)
+        if (r.vote == Vote::yes)
+            r.detail = "released";
+    return results;
 }
 
 std::string describe_round(const std::vector<ServerResult>& servers) {
@@ -218,7 +239,7 @@ std::string describe_round(const std::vector<ServerResult>& servers) {
     return out;
 }
 
-util::Error quorum_error(std::string_view what, const std::vector<ServerResult>& servers) {
+util::Error quorum_error(const std::vector<ServerResult>& servers) {
     bool auth = false;
     size_t answered = 0;
     std::string causes;
@@ -234,10 +255,9 @@ util::Error quorum_error(std::string_view what, const std::vector<ServerResult>&
     }
     auto kind = auth ? util::ErrorKind::auth : util::ErrorKind::unavailable;
     if (servers.size() == 1)
-        return util::Error{kind, util::format("{}: {}", what, causes)};
-    return util::Error{kind, util::format("{}: only {} of {} servers answered, {} needed ({})", what,
-                                         answered, servers.size(), servers.size() / 2 + 1, causes)};
+        return util::Error{kind, causes};
+    return util::Error{kind, util::format("only {} of {} servers answered, {} needed ({})", answered,
+                                          servers.size(), servers.size() / 2 + 1, causes)};
 }
 
 } // namespace redlock::lock
-

@@ -4,9 +4,10 @@
 // a majority of yes answers and positive validity, measured on steady_clock from before the
 // first request was sent: ttl - elapsed - (ttl*0.01 + 2ms).
 //
-// Acquire is SET key token NX PX ttl. Renew and release are Lua compare-and-pexpire and
-// compare-and-delete (EVALSHA, EVAL on NOSCRIPT), so a lock that expired is never
-// re-created and one that is not ours is never touched.
+// Acquire is SET key token NX PX ttl (plus the holder's metadata), renew and release are
+// compare-and-pexpire and compare-and-delete; all are Lua scripts (lock/scripts.hpp) sent as
+// EVALSHA with EVAL on NOSCRIPT, so a lock that expired is never re-created and one that is
+// not ours is never touched.
 
 #include <chrono>
 #include <optional>
@@ -49,14 +50,6 @@ struct ServerResult {
     Clock::duration latency{};
 };
 
-// Scripts, exposed so that tests can check them against the server's SCRIPT LOAD.
-inline constexpr std::string_view k_release_script =
-    R"(if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("del", KEYS[1]) else return 0 end)";
-inline constexpr std::string_view k_release_sha = "cf0e94b2e9ffc7e04395cf88f7583fc309985910";
-inline constexpr std::string_view k_renew_script =
-    R"(if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("pexpire", KEYS[1], ARGV[2]) else return 0 end)";
-inline constexpr std::string_view k_renew_sha = "a7aba3bc5d6e99b3003da8b9d80a63b9f4092ecf";
-
 enum class AcquireStatus { acquired, held, interrupted };
 
 struct AcquireResult {
@@ -70,8 +63,10 @@ enum class RenewStatus { pending, renewed, not_ours, failed };
 
 class Lock {
   public:
-    Lock(const std::vector<config::ServerConfig>& servers, std::string key, std::string token,
-         Millis ttl);
+    // `key` is the lock key, `meta_key` its metadata hash; `holder` is written there at
+    // acquisition (field/value pairs from holder_fields), may be empty.
+    Lock(const std::vector<config::ServerConfig>& servers, std::string key, std::string meta_key,
+         std::string token, Millis ttl, std::vector<std::string> holder = {});
 
     [[nodiscard]] const std::string& key() const { return m_key; }
     [[nodiscard]] const std::string& token() const { return m_token; }
@@ -96,18 +91,26 @@ class Lock {
     [[nodiscard]] std::span<redis::Connection> connections() { return m_conns; }
     [[nodiscard]] const std::vector<ServerResult>& last_round() const { return m_last_round; }
 
+    // Blocking compare-and-pexpire to `ttl` on every server at once (for `redlock extend`):
+    // renewed with a majority, not_ours when a majority is impossible because the token is
+    // not there, failed when too few servers answered.
+    [[nodiscard]] RenewStatus extend(Millis ttl);
+
     // Compare-and-delete on every server; does not wait on stragglers once a majority has
     // answered (the key there expires by its TTL). Returns per-server results.
     std::vector<ServerResult> release();
 
   private:
-    Tally tally(bool renewal) const;
-    std::vector<ServerResult> collect(bool renewal) const;
+    Tally tally() const;
+    std::vector<ServerResult> collect() const;
     void send_all(const std::string& command, const std::string& fallback, Clock::time_point now);
+    RenewStatus judge_renewal(Clock::time_point sent, Clock::time_point now) const;
 
     std::vector<redis::Connection> m_conns;
     std::string m_key;
+    std::string m_meta_key;
     std::string m_token;
+    std::vector<std::string> m_holder;
     Millis m_ttl;
     bool m_renewing = false;
     Clock::time_point m_renew_sent{};
@@ -121,7 +124,8 @@ class Lock {
 [[nodiscard]] std::string describe_round(const std::vector<ServerResult>& servers);
 
 // The error for a round that failed because too few servers answered: unavailable, or
-// auth when a server refused our credentials or permissions.
-[[nodiscard]] util::Error quorum_error(std::string_view what, const std::vector<ServerResult>& servers);
+// auth when a server refused our credentials or permissions. The message names each failed
+// server and why; callers put what they were doing in front.
+[[nodiscard]] util::Error quorum_error(const std::vector<ServerResult>& servers);
 
 } // namespace redlock::lock

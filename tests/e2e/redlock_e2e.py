@@ -520,12 +520,12 @@ exit "$2"
 class Holder:
     """`redlock run ... -- sh -c HOLDER_SCRIPT` in the background."""
 
-    def __init__(self, test, run_args, exit_code=0, global_args=()):
+    def __init__(self, test, run_args, exit_code=0, global_args=(), env=None):
         self.test = test
         self.dir = test.mkdtemp("holder-")
         self.proc = test.start_redlock(
             list(global_args) + ["run"] + list(run_args) +
-            ["--", "sh", "-c", HOLDER_SCRIPT, "sh", self.dir, str(exit_code)])
+            ["--", "sh", "-c", HOLDER_SCRIPT, "sh", self.dir, str(exit_code)], env=env)
 
     def path(self, name):
         return os.path.join(self.dir, name)
@@ -633,9 +633,9 @@ class E2ETest(unittest.TestCase):
         self.addCleanup(proc.cleanup)
         return proc
 
-    def holder(self, run_args, exit_code=0, global_args=()):
+    def holder(self, run_args, exit_code=0, global_args=(), env=None):
         """A background redlock holding a lock (see Holder); not yet waited for."""
-        return Holder(self, run_args, exit_code, global_args)
+        return Holder(self, run_args, exit_code, global_args, env)
 
     # -- assertions
 

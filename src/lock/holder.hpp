@@ -1,0 +1,36 @@
+#pragma once
+// Who holds a lock: written next to the lock key at every acquisition (the hash
+// {<key>}:meta, same TTL), so `redlock status` can answer "who, where, since when, running
+// what". A lock taken by another client has no metadata and shows as held by "unknown".
+
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace redlock::lock {
+
+struct Holder {
+    std::string host;
+    long pid = 0;            // the redlock process (for `acquire`: the script that ran it)
+    std::string user;
+    std::string command;     // PROGRAM's command line, shell-quoted, or "(acquire)"
+    std::string acquired_at; // ISO 8601, UTC
+    long long ttl_ms = 0;    // the lease asked for
+};
+
+// The holder for this process: host name, effective user, the given pid and command line.
+[[nodiscard]] Holder current_holder(std::span<const std::string> command, long pid);
+
+// A command line as a shell would need it typed: words quoted only where needed.
+[[nodiscard]] std::string shell_quote(std::span<const std::string> words);
+
+// Field/value pairs for the metadata hash, including the owner's token.
+[[nodiscard]] std::vector<std::string> holder_fields(const Holder& holder, const std::string& token);
+
+// Reads a metadata hash back; nullopt when it is missing or belongs to another token.
+[[nodiscard]] std::optional<Holder> parse_holder(const std::map<std::string, std::string>& fields,
+                                                 const std::string& token);
+
+} // namespace redlock::lock
