@@ -6,7 +6,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
-#include <initializer_list>
 #include <span>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -16,6 +15,7 @@
 
 #include "util/duration.hpp"
 #include "util/fd.hpp"
+#include "util/format.hpp"
 #include "util/log.hpp"
 
 namespace redlock::config {
@@ -23,14 +23,6 @@ namespace redlock::config {
 namespace {
 
 using util::ErrorKind;
-
-// Joins pieces of a message (libstdc++ 12 has no <format>).
-std::string cat(std::initializer_list<std::string_view> parts) {
-    std::string out;
-    for (std::string_view part : parts)
-        out += part;
-    return out;
-}
 
 constexpr std::string_view k_default_server = "redis://127.0.0.1:6379";
 constexpr Millis k_min_ttl{10};
@@ -242,8 +234,8 @@ class Parser {
   private:
     std::unexpected<util::Error> error(const toml::source_position& where,
                                        std::string_view message) const {
-        return util::fail(ErrorKind::config, cat({m_name, ":", std::to_string(where.line), ":",
-                                                  std::to_string(where.column), ": ", message}));
+        return util::fail(ErrorKind::config,
+                          util::format("{}:{}:{}: {}", m_name, where.line, where.column, message));
     }
     std::unexpected<util::Error> error(const toml::node& node, std::string_view message) const {
         return error(node.source().begin, message);
@@ -260,20 +252,20 @@ class Parser {
                                              std::span<const std::string_view> known,
                                              bool in_server) const {
         const std::string_view name = key.str();
-        std::string message = cat({"unknown key '", name, "'"});
+        std::string message = util::format("unknown key '{}'", name);
         if (in_server && contains(k_top_level_keys, name))
             message += " in [[servers]] (top-level keys must come before the first [[servers]])";
         else if (!in_server && contains(k_server_keys, name))
             message += " (it belongs in a [[servers]] table)";
         else if (const auto hint = closest_key(name, known))
-            message += cat({" (did you mean '", *hint, "'?)"});
+            message += util::format(" (did you mean '{}'?)", *hint);
         return error(key.source().begin, message);
     }
 
     util::Expected<std::string> get_string(std::string_view name, const toml::node& node) const {
         if (const auto* value = node.as_string())
             return value->get();
-        return error(node, cat({"'", name, "' must be a string, not ", type_name(node)}));
+        return error(node, util::format("'{}' must be a string, not {}", name, type_name(node)));
     }
 
     util::Expected<Millis> get_duration(std::string_view name, const toml::node& node) const {
@@ -285,12 +277,13 @@ class Parser {
         else if (const auto* floating = node.as_floating_point())
             result = util::duration_from_seconds(floating->get());
         else
-            return error(node, cat({"'", name,
-                                    "' must be a duration string like \"30s\" or a number of "
-                                    "seconds, not ",
-                                    type_name(node)}));
+            return error(
+                node,
+                util::format(
+                    "'{}' must be a duration string like \"30s\" or a number of seconds, not {}",
+                    name, type_name(node)));
         if (!result)
-            return error(node, cat({"'", name, "': ", result.error().message}));
+            return error(node, util::format("'{}': {}", name, result.error().message));
         return result;
     }
 
@@ -315,8 +308,9 @@ class Parser {
         if (!value)
             return std::unexpected(value.error());
         if (*value < k_min_ttl)
-            return error(node, cat({"'ttl' must be at least ", util::format_duration(k_min_ttl),
-                                    ", not ", util::format_duration(*value)}));
+            return error(node, util::format("'ttl' must be at least {}, not {}",
+                                            util::format_duration(k_min_ttl),
+                                            util::format_duration(*value)));
         out = *value;
         return {};
     }
@@ -327,7 +321,7 @@ class Parser {
         if (!value)
             return std::unexpected(value.error());
         if (value->count() <= 0)
-            return error(node, cat({"'", name, "' must be at least 1ms, not 0s"}));
+            return error(node, util::format("'{}' must be at least 1ms, not 0s", name));
         out = *value;
         return {};
     }
@@ -356,14 +350,15 @@ class Parser {
             if (node.is_table())
                 return error(node, "'servers' must be an array of tables: write [[servers]], "
                                    "not [servers]");
-            return error(node, cat({"'servers' must be an array of tables ([[servers]]), not ",
-                                    type_name(node)}));
+            return error(node,
+                         util::format("'servers' must be an array of tables ([[servers]]), not {}",
+                                      type_name(node)));
         }
         for (const toml::node& element : *array) {
             const auto* table = element.as_table();
             if (table == nullptr)
-                return error(element, cat({"each 'servers' entry must be a table, not ",
-                                           type_name(element)}));
+                return error(element, util::format("each 'servers' entry must be a table, not {}",
+                                                   type_name(element)));
             auto server = parse_server(*table);
             if (!server)
                 return std::unexpected(server.error());
@@ -385,8 +380,8 @@ class Parser {
             if (name == "url" || name == "username" || name == "password_env" ||
                 name == "password_file") {
                 if (!node->is_string())
-                    return error(*node,
-                                 cat({"'", name, "' must be a string, not ", type_name(*node)}));
+                    return error(*node, util::format("'{}' must be a string, not {}", name,
+                                                     type_name(*node)));
                 (name == "url"            ? url
                  : name == "username"     ? username
                  : name == "password_env" ? password_env
@@ -431,8 +426,8 @@ class Parser {
                 return before(a.second->source().begin, b.second->source().begin);
             });
             return error(*sources[1].second,
-                         cat({sources[1].first, " conflicts with ", sources[0].first,
-                              "; give a server one password source"}));
+                         util::format("{} conflicts with {}; give a server one password source",
+                                      sources[1].first, sources[0].first));
         }
 
         if (password_env != nullptr) {
@@ -456,11 +451,11 @@ class Parser {
             return error(node, "'password_env' must name an environment variable");
         const char* value = std::getenv(variable.c_str());
         if (value == nullptr)
-            return error(node,
-                         cat({"environment variable '", variable, "' (password_env) is not set"}));
+            return error(node, util::format("environment variable '{}' (password_env) is not set",
+                                            variable));
         if (*value == '\0')
-            return error(node,
-                         cat({"environment variable '", variable, "' (password_env) is empty"}));
+            return error(
+                node, util::format("environment variable '{}' (password_env) is empty", variable));
         return std::string(value);
     }
 
@@ -476,10 +471,11 @@ class Parser {
         auto content = read_file(path, k_max_password_file, errno_value);
         if (!content) {
             if (errno_value == EFBIG)
-                return error(node, cat({"password_file '", path.string(),
-                                        "' is too large to hold a password"}));
-            return error(node, cat({"cannot read password_file '", path.string(),
-                                    "': ", errno_text(errno_value)}));
+                return error(node,
+                             util::format("password_file '{}' is too large to hold a password",
+                                          path.string()));
+            return error(node, util::format("cannot read password_file '{}': {}", path.string(),
+                                            errno_text(errno_value)));
         }
         std::string& password = content->text;
         if (password.ends_with('\n'))
@@ -487,10 +483,11 @@ class Parser {
         if (password.ends_with('\r'))
             password.pop_back();
         if (password.empty())
-            return error(node, cat({"password_file '", path.string(), "' is empty"}));
+            return error(node, util::format("password_file '{}' is empty", path.string()));
         if (readable_by_others(content->mode))
-            util::log::note("{}", cat({"warning: password file '", path.string(),
-                                       "' is readable by group or others; chmod 600 it"}));
+            util::log::note(
+                "warning: password file '{}' is readable by group or others; chmod 600 it",
+                path.string());
         return std::move(password);
     }
 
@@ -505,8 +502,8 @@ explicit_file(const std::filesystem::path& path) {
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0) {
         const int error = errno;
-        return util::fail(ErrorKind::config,
-                          cat({"cannot read config '", path.string(), "': ", errno_text(error)}));
+        return util::fail(ErrorKind::config, util::format("cannot read config '{}': {}",
+                                                          path.string(), errno_text(error)));
     }
     return path;
 }
@@ -567,14 +564,14 @@ util::Expected<Config> load_config(const std::optional<std::filesystem::path>& p
     constexpr size_t k_max_config = 16 * 1024 * 1024;
     auto content = read_file(*path, k_max_config, errno_value);
     if (!content)
-        return util::fail(ErrorKind::config, cat({"cannot read config '", path->string(),
-                                                  "': ", errno_text(errno_value)}));
+        return util::fail(ErrorKind::config, util::format("cannot read config '{}': {}",
+                                                          path->string(), errno_text(errno_value)));
     Parser parser(*path);
     auto config = parser.parse(content->text);
     if (config && parser.has_inline_password() && readable_by_others(content->mode))
-        util::log::note("{}", cat({"warning: '", path->string(),
-                                   "' contains a password and is readable by group or others; "
-                                   "chmod 600 it"}));
+        util::log::note(
+            "warning: '{}' contains a password and is readable by group or others; chmod 600 it",
+            path->string());
     return config;
 }
 

@@ -1,21 +1,14 @@
 #include "config/server_url.hpp"
 
 #include <charconv>
-#include <initializer_list>
+
+#include "util/format.hpp"
 
 namespace redlock::config {
 
 namespace {
 
 using util::ErrorKind;
-
-// Joins pieces of a message (libstdc++ 12 has no <format>).
-std::string cat(std::initializer_list<std::string_view> parts) {
-    std::string out;
-    for (std::string_view part : parts)
-        out += part;
-    return out;
-}
 
 // sockaddr_un::sun_path holds 108 bytes including the terminating NUL.
 constexpr size_t k_max_socket_path = 107;
@@ -65,8 +58,8 @@ class UrlParser {
         if (parts->scheme == "rediss")
             return error("rediss:// (TLS) is not supported yet");
         if (parts->scheme != "redis" && parts->scheme != "unix")
-            return error(
-                cat({"unsupported scheme '", parts->scheme, "' (expected redis:// or unix://)"}));
+            return error(util::format("unsupported scheme '{}' (expected redis:// or unix://)",
+                                      parts->scheme));
 
         std::string_view rest = parts->rest;
         ServerUrl result;
@@ -82,8 +75,8 @@ class UrlParser {
 
   private:
     std::unexpected<util::Error> error(std::string_view what) const {
-        return util::fail(ErrorKind::usage,
-                          cat({"invalid server url '", mask_url_password(m_url), "': ", what}));
+        return util::fail(ErrorKind::usage, util::format("invalid server url '{}': {}",
+                                                         mask_url_password(m_url), what));
     }
 
     util::Expected<std::string> percent_decode(std::string_view s, std::string_view what) const {
@@ -99,7 +92,7 @@ class UrlParser {
             const char* last = s.data() + std::min(i + 3, s.size());
             auto [end, ec] = std::from_chars(first, last, value, 16);
             if (ec != std::errc{} || end != first + 2)
-                return error(cat({"bad percent-encoding in the ", what}));
+                return error(util::format("bad percent-encoding in the {}", what));
             out.push_back(static_cast<char>(value));
             i += 2;
         }
@@ -138,7 +131,7 @@ class UrlParser {
             const std::string_view after = hostport.substr(close + 1);
             if (!after.empty()) {
                 if (after[0] != ':')
-                    return error(cat({"unexpected '", after, "' after the IPv6 address"}));
+                    return error(util::format("unexpected '{}' after the IPv6 address", after));
                 port = after.substr(1);
                 has_port = true;
             }
@@ -146,7 +139,7 @@ class UrlParser {
                 return error("missing host");
             for (char c : result.host)
                 if (!is_hex(c) && c != ':' && c != '.')
-                    return error(cat({"bad IPv6 address '", result.host, "'"}));
+                    return error(util::format("bad IPv6 address '{}'", result.host));
         } else {
             const size_t colon = hostport.find(':');
             if (colon != std::string_view::npos && hostport.find(':', colon + 1) != hostport.npos)
@@ -160,13 +153,13 @@ class UrlParser {
                 return error("missing host");
             for (char c : result.host)
                 if (!is_host_char(c))
-                    return error(cat({"bad host '", result.host, "'"}));
+                    return error(util::format("bad host '{}'", result.host));
         }
 
         if (has_port) {
             auto number = parse_number(port);
             if (!number || *number < 1 || *number > 65535)
-                return error(cat({"bad port '", port, "'"}));
+                return error(util::format("bad port '{}'", port));
             result.port = *number;
         }
 
@@ -175,7 +168,7 @@ class UrlParser {
             if (!db.empty()) {
                 auto number = parse_number(db);
                 if (!number)
-                    return error(cat({"bad database '", db, "'"}));
+                    return error(util::format("bad database '{}'", db));
                 result.db = *number;
             }
         }
@@ -190,8 +183,8 @@ class UrlParser {
         if (path == "/")
             return error("missing socket path");
         if (path.size() > k_max_socket_path)
-            return error(cat(
-                {"the socket path is longer than ", std::to_string(k_max_socket_path), " bytes"}));
+            return error(
+                util::format("the socket path is longer than {} bytes", k_max_socket_path));
         result.socket_path = path;
 
         if (question != std::string_view::npos) {
@@ -201,11 +194,11 @@ class UrlParser {
                 const std::string_view param = query.substr(0, amp);
                 query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
                 if (!param.starts_with("db="))
-                    return error(cat({"unknown parameter '", param.substr(0, param.find('=')),
-                                      "' (only db=N is supported)"}));
+                    return error(util::format("unknown parameter '{}' (only db=N is supported)",
+                                              param.substr(0, param.find('='))));
                 auto number = parse_number(param.substr(3));
                 if (!number)
-                    return error(cat({"bad database '", param.substr(3), "'"}));
+                    return error(util::format("bad database '{}'", param.substr(3)));
                 result.db = *number;
             }
         }
@@ -237,11 +230,11 @@ class UrlParser {
 
 std::string ServerUrl::display() const {
     if (is_unix())
-        return db != 0 ? cat({"unix:", socket_path, "?db=", std::to_string(db)})
-                       : cat({"unix:", socket_path});
+        return db != 0 ? util::format("unix:{}?db={}", socket_path, db)
+                       : util::format("unix:{}", socket_path);
     const bool ipv6 = host.find(':') != std::string::npos;
-    std::string out = ipv6 ? cat({"[", host, "]:", std::to_string(port)})
-                           : cat({host, ":", std::to_string(port)});
+    std::string out =
+        ipv6 ? util::format("[{}]:{}", host, port) : util::format("{}:{}", host, port);
     if (db != 0)
         out += "/" + std::to_string(db);
     return out;

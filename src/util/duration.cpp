@@ -4,7 +4,7 @@
 #include <charconv>
 #include <cmath>
 
-// No <format> here: libstdc++ 12 does not ship it.
+#include "util/format.hpp"
 
 namespace redlock::util {
 
@@ -16,14 +16,14 @@ namespace {
 constexpr double k_max_ms = 365.0 * 24 * 3600 * 1000;
 
 std::unexpected<Error> malformed(std::string_view text) {
-    return fail(ErrorKind::usage, "invalid duration '" + std::string(text) +
-                                      "': expected a number with an optional unit ms, s, m or h "
-                                      "(e.g. 250ms, 30s, 5m)");
+    return fail(ErrorKind::usage, format("invalid duration '{}': expected a number with an "
+                                         "optional unit ms, s, m or h (e.g. 250ms, 30s, 5m)",
+                                         text));
 }
 
 std::unexpected<Error> too_long(std::string_view shown) {
     return fail(ErrorKind::usage,
-                "invalid duration " + std::string(shown) + ": must be at most a year (8760h)");
+                format("invalid duration {}: must be at most a year (8760h)", shown));
 }
 
 bool is_digit(char c) {
@@ -76,20 +76,21 @@ Expected<Millis> parse_duration(std::string_view text) {
     auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), value,
                                      std::chars_format::fixed);
     if (ec == std::errc::result_out_of_range)
-        return too_long("'" + std::string(text) + "'");
+        return too_long(format("'{}'", text));
     if (ec != std::errc{} || end != number.data() + number.size())
         return malformed(text);
 
     const double ms = value * scale;
     if (ms > k_max_ms)
-        return too_long("'" + std::string(text) + "'");
+        return too_long(format("'{}'", text));
     return Millis{std::llround(ms)};
 }
 
 Expected<Millis> duration_from_seconds(double seconds) {
     if (!std::isfinite(seconds) || seconds < 0)
-        return fail(ErrorKind::usage, "invalid duration " + shortest(seconds) +
-                                          ": expected a non-negative number of seconds");
+        return fail(ErrorKind::usage,
+                    format("invalid duration {}: expected a non-negative number of seconds",
+                           shortest(seconds)));
     const double ms = seconds * 1000;
     if (ms > k_max_ms)
         return too_long(shortest(seconds));
