@@ -23,9 +23,9 @@ struct ServerConfig {
 
 struct Config {
     std::string key_prefix = "lock:";
-    Millis ttl{30000};                // lease length for run/acquire
-    std::optional<Millis> wait;       // default --wait; nullopt waits forever
-    Millis connect_timeout{1000};     // default for servers (also those given with -s)
+    Millis ttl{30000};            // lease length for run/acquire
+    std::optional<Millis> wait;   // default --wait; nullopt waits forever
+    Millis connect_timeout{1000}; // default for servers (also those given with -s)
     Millis command_timeout{1000};
     std::vector<ServerConfig> servers; // never empty after load
     std::filesystem::path source;      // the file read, empty for built-in defaults
