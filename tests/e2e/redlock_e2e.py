@@ -51,6 +51,10 @@ def _find_redis_server():
 REDLOCK_BIN = _find_redlock()
 REDIS_SERVER_BIN = _find_redis_server()
 
+# ACL rules that let a user take locks under the default prefix: the lock key itself and,
+# per the contract, the "{lock:NAME}:suffix" keys a lock may need besides it.
+LOCK_ACL_RULES = "on ~lock:* ~{lock:*}:* +@all"
+
 _libc = ctypes.CDLL(None, use_errno=True)
 _PR_SET_PDEATHSIG = 1
 

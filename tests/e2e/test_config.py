@@ -4,7 +4,7 @@ passwords kept out of the file, and the warning for a readable file holding one.
 import os
 import unittest
 
-from redlock_e2e import E2ETest
+from redlock_e2e import LOCK_ACL_RULES, E2ETest
 
 TOKEN_PROGRAM = ["sh", "-c", 'printf %s "$REDLOCK_TOKEN"']
 
@@ -114,7 +114,7 @@ class ConfigTest(E2ETest):
         self.assertMessages(r.stderr)
 
     def test_password_from_a_file_relative_to_the_config(self):
-        server = self.redis_server(acl_user=("locker", "file-Pw-3", "on ~lock:* +@all"))
+        server = self.redis_server(acl_user=("locker", "file-Pw-3", LOCK_ACL_RULES))
         self.write_file("conf/redis.password", "file-Pw-3\n")
         config = self.write_file("conf/c.toml", self.servers_toml(
             server.url(), 'username = "locker"\npassword_file = "redis.password"\n'))

@@ -5,7 +5,7 @@ import os
 import re
 import unittest
 
-from redlock_e2e import SLACK, E2ETest, free_port, read_pid_file, wait_until
+from redlock_e2e import LOCK_ACL_RULES, SLACK, E2ETest, free_port, read_pid_file, wait_until
 
 FILE_LINE_COL = re.compile(r":\d+:\d+: ")
 
@@ -69,7 +69,7 @@ class ErrorsTest(E2ETest):
         self.assertKeyGone(server, "lock:ok")
 
     def test_acl_user_with_password_in_the_url_works(self):
-        server = self.redis_server(acl_user=("locker", "acl-Pw-3", "on ~lock:* +@all"))
+        server = self.redis_server(acl_user=("locker", "acl-Pw-3", LOCK_ACL_RULES))
         h = self.holder(["-k", "acl"], global_args=["-s", server.url("locker", "acl-Pw-3")])
         h.wait_ready()
         self.assertEqual(server.command("GET", "lock:acl"), h.token)
@@ -77,7 +77,7 @@ class ErrorsTest(E2ETest):
         self.assertKeyGone(server, "lock:acl")
 
     def test_acl_user_with_a_wrong_password_exits_77(self):
-        server = self.redis_server(acl_user=("locker", "acl-Pw-3", "on ~lock:* +@all"))
+        server = self.redis_server(acl_user=("locker", "acl-Pw-3", LOCK_ACL_RULES))
         r, ran = self.run_lock(["-s", server.url("locker", "bad-Pw-4")], "-k", "x")
         self.assertFailure(r, ran, 77)
         self.assertNotIn("bad-Pw-4", r.stderr)
@@ -101,7 +101,7 @@ class ErrorsTest(E2ETest):
         self.assertNotIn(b"ps-Secret-77", cmdline)
         self.assertIn(b"run", cmdline)  # it is redlock's own command line we read
         # also with the user:password@ form and the option glued to its value
-        server2 = self.redis_server(acl_user=("locker", "glued-Pw-5", "on ~lock:* +@all"))
+        server2 = self.redis_server(acl_user=("locker", "glued-Pw-5", LOCK_ACL_RULES))
         pid_file2 = self.path("pid2")
         h2 = self.start_redlock(["--server=" + server2.url("locker", "glued-Pw-5"), "run",
                                  "-k", "ps", "--", "sh", "-c",
