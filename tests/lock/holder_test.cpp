@@ -1,0 +1,121 @@
+#include <map>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include "lock/holder.hpp"
+
+using redlock::lock::current_holder;
+using redlock::lock::Holder;
+using redlock::lock::holder_fields;
+using redlock::lock::parse_holder;
+using redlock::lock::shell_quote;
+
+namespace {
+
+std::string quote(std::vector<std::string> words) {
+    return shell_quote(words);
+}
+
+std::map<std::string, std::string> as_map(const std::vector<std::string>& pairs) {
+    REQUIRE(pairs.size() % 2 == 0);
+    std::map<std::string, std::string> out;
+    for (size_t i = 0; i + 1 < pairs.size(); i += 2)
+        out[pairs[i]] = pairs[i + 1];
+    return out;
+}
+
+Holder sample_holder() {
+    Holder h;
+    h.host = "build-7.example";
+    h.pid = 4242;
+    h.user = "ci";
+    h.command = "make -j2 'all tests'";
+    h.acquired_at = "2024-05-01T12:34:56.789Z";
+    h.ttl_ms = 30000;
+    return h;
+}
+
+} // namespace
+
+TEST_CASE("shell_quote leaves plain words alone") {
+    CHECK(quote({}) == "");
+    CHECK(quote({"make"}) == "make");
+    CHECK(quote({"rsync", "-a", "src/", "user@host:/backup", "--bwlimit=1000", "50%", "a+b,c"}) ==
+          "rsync -a src/ user@host:/backup --bwlimit=1000 50% a+b,c");
+}
+
+TEST_CASE("shell_quote puts words with spaces or shell characters in single quotes") {
+    CHECK(quote({"sh", "-c", "echo $HOME"}) == "sh -c 'echo $HOME'");
+    CHECK(quote({"a b"}) == "'a b'");
+    CHECK(quote({"*.txt", "x;y", "a|b", "~"}) == "'*.txt' 'x;y' 'a|b' '~'");
+    CHECK(quote({"two\nlines"}) == "'two\nlines'");
+    CHECK(quote({"\"double\""}) == "'\"double\"'");
+}
+
+TEST_CASE("shell_quote writes an empty word as two quotes") {
+    CHECK(quote({""}) == "''");
+    CHECK(quote({"echo", "", "x"}) == "echo '' x");
+}
+
+TEST_CASE("shell_quote escapes a single quote by closing and reopening the quotes") {
+    CHECK(quote({"it's"}) == "'it'\\''s'");
+    CHECK(quote({"'"}) == "''\\'''");
+}
+
+TEST_CASE("holder fields carry the token and every holder detail") {
+    auto fields = as_map(holder_fields(sample_holder(), "0123abcd"));
+    CHECK(fields == std::map<std::string, std::string>{{"token", "0123abcd"},
+                                                       {"host", "build-7.example"},
+                                                       {"pid", "4242"},
+                                                       {"user", "ci"},
+                                                       {"command", "make -j2 'all tests'"},
+                                                       {"acquired_at", "2024-05-01T12:34:56.789Z"},
+                                                       {"ttl_ms", "30000"}});
+}
+
+TEST_CASE("holder fields read back as the same holder with the same token") {
+    auto original = sample_holder();
+    auto parsed = parse_holder(as_map(holder_fields(original, "tok")), "tok");
+    REQUIRE(parsed);
+    CHECK(parsed->host == original.host);
+    CHECK(parsed->pid == original.pid);
+    CHECK(parsed->user == original.user);
+    CHECK(parsed->command == original.command);
+    CHECK(parsed->acquired_at == original.acquired_at);
+    CHECK(parsed->ttl_ms == original.ttl_ms);
+}
+
+TEST_CASE("holder metadata of another token or none at all is not read as ours") {
+    auto fields = as_map(holder_fields(sample_holder(), "theirs"));
+    CHECK_FALSE(parse_holder(fields, "ours"));
+    CHECK_FALSE(parse_holder(fields, ""));
+    CHECK_FALSE(parse_holder({}, "ours"));
+    CHECK_FALSE(parse_holder({}, ""));
+    fields.erase("token");
+    CHECK_FALSE(parse_holder(fields, "theirs"));
+}
+
+TEST_CASE("the current holder names this process's user and the shell-quoted command") {
+    std::vector<std::string> command{"sh", "-c", "sleep 1"};
+    auto h = current_holder(command, 99);
+    CHECK(h.pid == 99);
+    CHECK(h.command == "sh -c 'sleep 1'");
+    CHECK_FALSE(h.host.empty());
+    CHECK_FALSE(h.user.empty());
+    // ISO 8601 in UTC with milliseconds: 2024-05-01T12:34:56.789Z
+    REQUIRE(h.acquired_at.size() == 24);
+    CHECK(h.acquired_at[4] == '-');
+    CHECK(h.acquired_at[10] == 'T');
+    CHECK(h.acquired_at[19] == '.');
+    CHECK(h.acquired_at.back() == 'Z');
+}
+
+TEST_CASE("the current holder cuts a very long command line to 1024 characters") {
+    std::vector<std::string> command{"echo", std::string(5000, 'x')};
+    auto h = current_holder(command, 1);
+    CHECK(h.command.size() == 1024);
+    CHECK(h.command.starts_with("echo xxx"));
+    CHECK(h.command.ends_with("..."));
+}
