@@ -1,0 +1,167 @@
+#!/usr/bin/env bash
+# Runs every check CI runs, in the order CI runs them (.ci/run calls only this):
+#   1. scripts/setup.sh (packages)
+#   2. clang-format --dry-run -Werror over the C++ files in src/ and tests/
+#   3. a -Werror Release build into build/ and the whole ctest suite
+#   4. an ASan+UBSan build into build-asan/ and the whole ctest suite again
+#   5. a TSan build into build-tsan/ only if src/ starts threads
+# Every stage runs even when an earlier one failed, so one run shows everything; the
+# exit status is non-zero if any stage failed. Needs about 15 minutes on 2 cores.
+#
+# Environment: JOBS (default 2), CTEST_TIMEOUT (seconds for one whole ctest run, 1500).
+set -uo pipefail
+
+cd "$(dirname "$0")/.."
+root=$(pwd)
+jobs=${JOBS:-2}
+ctest_timeout=${CTEST_TIMEOUT:-1500}
+
+failures=()
+summaries=()
+total_passed=0
+total_failed=0
+
+banner() { printf '\n==== %s ====\n' "$*"; }
+
+# Runs one ctest suite from build dir $1 (label $2); the rest of the arguments are env
+# assignments. Keeps ctest's closing lines for the final summary.
+run_ctest() {
+    local dir=$1 label=$2
+    shift 2
+    local log="$dir/ctest.log"
+    local rc=0
+    env "$@" timeout --kill-after=30 "$ctest_timeout" \
+        ctest --test-dir "$dir" -j"$jobs" --output-on-failure --timeout 600 2>&1 |
+        tee "$log" || rc=$?
+    if ((rc == 124 || rc == 137)); then
+        echo "test.sh: ctest ($label) did not finish within ${ctest_timeout}s" | tee -a "$log"
+    fi
+    # "100% tests passed, 0 tests failed out of 57" and the list of failed tests.
+    local line
+    line=$(grep -E '^[0-9]+% tests passed, [0-9]+ tests? failed out of [0-9]+' "$log" | tail -1)
+    if [[ -n "$line" ]]; then
+        local failed_n total_n
+        failed_n=$(sed -E 's/.* ([0-9]+) tests? failed out of ([0-9]+).*/\1/' <<<"$line")
+        total_n=$(sed -E 's/.* failed out of ([0-9]+).*/\1/' <<<"$line")
+        total_failed=$((total_failed + failed_n))
+        total_passed=$((total_passed + total_n - failed_n))
+    else
+        line="(ctest printed no summary, exit status $rc)"
+        total_failed=$((total_failed + 1))
+    fi
+    summaries+=("$label: $line")
+    while IFS= read -r failed; do
+        summaries+=("$label:   $failed")
+    done < <(sed -n '/^The following tests FAILED:/,/^Errors while running CTest/p' "$log" |
+        grep -E '^\s+[0-9]+ - ' || true)
+    if ((rc != 0)); then
+        failures+=("ctest ($label)")
+    fi
+}
+
+# Configures and builds into $1 with the remaining cmake arguments.
+build() {
+    local dir=$1
+    shift
+    cmake -S "$root" -B "$root/$dir" -DREDLOCK_BUILD_TESTS=ON "$@" >"$root/$dir.configure.log" 2>&1 ||
+        {
+            cat "$root/$dir.configure.log"
+            return 1
+        }
+    cmake --build "$root/$dir" -j"$jobs"
+}
+
+banner "setup"
+if ! bash scripts/setup.sh; then
+    echo "test.sh: setup.sh failed" >&2
+    exit 1
+fi
+
+banner "format: clang-format --dry-run -Werror"
+mapfile -t cxx_files < <(find src tests -type f \( -name '*.cpp' -o -name '*.hpp' -o -name '*.h' \
+    -o -name '*.cc' -o -name '*.hh' \) | sort)
+clang-format --version
+if clang-format --dry-run -Werror "${cxx_files[@]}"; then
+    echo "format: ${#cxx_files[@]} files formatted"
+    summaries+=("format: ${#cxx_files[@]} files checked, all formatted")
+else
+    echo "format: unformatted files above; fix with: clang-format -i \$(git ls-files 'src/*.[ch]pp' 'tests/*.[ch]pp')"
+    failures+=("clang-format")
+    summaries+=("format: FAILED (see the clang-format output above)")
+fi
+
+banner "build (Release, -Werror) into build/"
+if build build -DCMAKE_BUILD_TYPE=Release -DREDLOCK_WERROR=ON -DREDLOCK_SANITIZE=; then
+    banner "ctest: build/"
+    run_ctest build/ "werror"
+else
+    failures+=("build (werror)")
+    summaries+=("werror: build FAILED")
+fi
+
+banner "build (ASan+UBSan) into build-asan/"
+# LeakSanitizer stops the process with ptrace; some sandboxes forbid that. Probe with a
+# program that leaks on purpose: if LSan cannot report its leak, run without it.
+detect_leaks=1
+probe_dir=$(mktemp -d)
+printf '#include <cstdlib>\nint main() { void* volatile p = std::malloc(77); p = nullptr; return 0; }\n' \
+    >"$probe_dir/leak.cpp"
+if g++ -fsanitize=address -g "$probe_dir/leak.cpp" -o "$probe_dir/leak" 2>"$probe_dir/cc.log"; then
+    ASAN_OPTIONS=detect_leaks=1 "$probe_dir/leak" >"$probe_dir/out" 2>&1 || true
+    if ! grep -q 'detected memory leaks' "$probe_dir/out"; then
+        detect_leaks=0
+        echo "note: LeakSanitizer cannot run here (no ptrace?); running ASan with detect_leaks=0:"
+        sed 's/^/  /' "$probe_dir/out" | head -5
+    else
+        echo "LeakSanitizer works here: detect_leaks=1"
+    fi
+else
+    echo "note: could not build the LeakSanitizer probe; keeping detect_leaks=1"
+    cat "$probe_dir/cc.log"
+fi
+rm -rf "$probe_dir"
+
+asan_env=(
+    "ASAN_OPTIONS=detect_leaks=$detect_leaks:abort_on_error=1"
+    "UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1"
+    # Sanitized binaries are slower; the e2e tests scale their deadlines by this.
+    "REDLOCK_E2E_SLACK=${REDLOCK_E2E_SLACK:-3}"
+)
+if build build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DREDLOCK_WERROR=OFF \
+    -DREDLOCK_SANITIZE=address,undefined; then
+    banner "ctest: build-asan/ (${asan_env[*]})"
+    run_ctest build-asan/ "asan+ubsan" "${asan_env[@]}"
+else
+    failures+=("build (asan+ubsan)")
+    summaries+=("asan+ubsan: build FAILED")
+fi
+
+banner "ThreadSanitizer"
+if grep -rqn 'std::thread\|std::jthread\|pthread_create\|std::async' src/; then
+    echo "src/ starts threads:"
+    grep -rn 'std::thread\|std::jthread\|pthread_create\|std::async' src/ | sed 's/^/  /'
+    if build build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DREDLOCK_WERROR=OFF \
+        -DREDLOCK_SANITIZE=thread; then
+        banner "ctest: build-tsan/"
+        run_ctest build-tsan/ "tsan" "TSAN_OPTIONS=halt_on_error=1" \
+            "REDLOCK_E2E_SLACK=${REDLOCK_E2E_SLACK:-3}"
+    else
+        failures+=("build (tsan)")
+        summaries+=("tsan: build FAILED")
+    fi
+else
+    echo "skipped: src/ starts no threads (one poll loop, signals through signalfd), so"
+    echo "ThreadSanitizer has nothing to check. It runs here once src/ uses std::thread."
+    summaries+=("tsan: skipped, src/ starts no threads")
+fi
+
+banner "summary"
+for line in "${summaries[@]}"; do
+    echo "$line"
+done
+echo "tests: $total_passed passed, $total_failed failed"
+if ((${#failures[@]} > 0)); then
+    echo "test.sh: FAILED: ${failures[*]}"
+    exit 1
+fi
+echo "test.sh: all checks passed"
