@@ -1,5 +1,4 @@
 #include "cli/cli.hpp"
-#include "util/format.hpp"
 
 #include <cstring>
 #include <iostream>
@@ -7,11 +6,14 @@
 #include <CLI/CLI.hpp>
 #include <hiredis/hiredis.h>
 
+#include "cli/commands.hpp"
+#include "cli/common.hpp"
 #include "cli/run_command.hpp"
 #include "config/config.hpp"
 #include "lock/name.hpp"
 #include "util/duration.hpp"
 #include "util/error.hpp"
+#include "util/format.hpp"
 #include "util/log.hpp"
 #include "util/version.hpp"
 
@@ -37,14 +39,9 @@ struct RunArgs {
     std::vector<std::string> program;
 };
 
-int report(const util::Error& error) {
-    log::error("{}", error.message);
-    return util::exit_status(error.kind);
-}
-
 std::string version_text() {
-    return util::format("redlock {} (hiredis {}.{}.{}, TLS: no)\n", util::k_version,
-                       HIREDIS_MAJOR, HIREDIS_MINOR, HIREDIS_PATCH);
+    return util::format("redlock {} (hiredis {}.{}.{}, TLS: no)\n", util::k_version, HIREDIS_MAJOR,
+                        HIREDIS_MINOR, HIREDIS_PATCH);
 }
 
 // A password given in a -s URL would show in `ps` for as long as redlock runs; overwrite it
@@ -90,37 +87,167 @@ util::Expected<config::Config> load(const GlobalOptions& global) {
     return cfg;
 }
 
+// Shared by the commands that take a lock name as NAME or -k NAME.
+util::Expected<std::string> one_name(const std::vector<std::string>& positional,
+                                     const std::vector<std::string>& keys) {
+    std::vector<std::string> all = positional;
+    all.insert(all.end(), keys.begin(), keys.end());
+    if (all.empty())
+        return util::fail(util::ErrorKind::usage, "a lock NAME is required (NAME or -k NAME)");
+    if (all.size() > 1)
+        return util::fail(util::ErrorKind::usage, "only one lock NAME is allowed here");
+    if (auto ok = lock::validate_name(all.front()); !ok)
+        return std::unexpected(ok.error());
+    return all.front();
+}
+
+util::Expected<std::optional<std::chrono::milliseconds>>
+optional_duration(const std::string& text) {
+    if (text.empty())
+        return std::optional<std::chrono::milliseconds>();
+    auto d = util::parse_duration(text);
+    if (!d)
+        return std::unexpected(d.error());
+    return std::optional(*d);
+}
+
+util::Expected<std::chrono::milliseconds> ttl_or_default(const std::string& text,
+                                                         std::chrono::milliseconds fallback) {
+    auto ttl = optional_duration(text);
+    if (!ttl)
+        return std::unexpected(ttl.error());
+    auto value = ttl->value_or(fallback);
+    if (value < std::chrono::milliseconds(10))
+        return util::fail(
+            util::ErrorKind::usage,
+            util::format("ttl {} is too short; use at least 10ms", util::format_duration(value)));
+    return value;
+}
+
+// --wait as the commands that acquire read it; -w 0 means the same as -n, as in flock(1).
+util::Expected<std::optional<std::chrono::milliseconds>>
+wait_option(const std::string& text, bool no_wait,
+            std::optional<std::chrono::milliseconds> fallback) {
+    if (no_wait)
+        return std::optional(std::chrono::milliseconds(0));
+    auto wait = optional_duration(text);
+    if (!wait)
+        return std::unexpected(wait.error());
+    return *wait ? *wait : fallback;
+}
+
 util::Expected<RunOptions> make_run_options(const RunArgs& args, const config::Config& cfg) {
     RunOptions options;
     if (auto ok = lock::validate_name(args.key); !ok)
         return std::unexpected(ok.error());
     options.name = args.key;
-    options.ttl = cfg.ttl;
-    if (!args.ttl.empty()) {
-        auto ttl = util::parse_duration(args.ttl);
-        if (!ttl)
-            return std::unexpected(ttl.error());
-        options.ttl = *ttl;
-    }
-    if (options.ttl < std::chrono::milliseconds(10))
-        return util::fail(util::ErrorKind::usage,
-                          util::format("ttl {} is too short; use at least 10ms",
-                                      util::format_duration(options.ttl)));
-    options.wait = cfg.wait;
-    if (!args.wait.empty()) {
-        auto wait = util::parse_duration(args.wait);
-        if (!wait)
-            return std::unexpected(wait.error());
-        options.wait = *wait;
-    }
-    // As in flock(1): -w 0 means the same as -n.
-    if (args.no_wait)
-        options.wait = std::chrono::milliseconds(0);
+    auto ttl = ttl_or_default(args.ttl, cfg.ttl);
+    if (!ttl)
+        return std::unexpected(ttl.error());
+    options.ttl = *ttl;
+    auto wait = wait_option(args.wait, args.no_wait, cfg.wait);
+    if (!wait)
+        return std::unexpected(wait.error());
+    options.wait = *wait;
     options.conflict_exit_code = args.conflict_exit_code;
     options.program = args.program;
     if (options.program.empty())
-        return util::fail(util::ErrorKind::usage, "run: no PROGRAM given (redlock run -k NAME -- PROGRAM [ARG...])");
+        return util::fail(util::ErrorKind::usage,
+                          "run: no PROGRAM given (redlock run -k NAME -- PROGRAM [ARG...])");
     return options;
+}
+
+// Options of the commands other than run, as CLI11 fills them.
+struct CommandArgs {
+    std::vector<std::string> names;
+    std::vector<std::string> keys;
+    std::string ttl;
+    std::string wait;
+    bool no_wait = false;
+    int conflict_exit_code = util::exit_code::conflict;
+    std::string token;
+    std::string pattern = "*";
+    bool force = false;
+    bool yes = false;
+    bool json = false;
+};
+
+} // namespace
+
+namespace {
+
+// NAME as a positional argument or as -k NAME, the same option run uses.
+void add_name_options(CLI::App* cmd, CommandArgs& args, bool many) {
+    cmd->add_option("name", args.names, many ? "Lock names" : "The lock's name")
+        ->type_name(many ? "NAME..." : "NAME");
+    cmd->add_option("-k,--key", args.keys, "The lock's name (same as NAME)")->type_name("NAME");
+}
+
+void add_json_option(CLI::App* cmd, CommandArgs& args) {
+    cmd->add_flag("--json", args.json, "Print one JSON document (see redlock(1))");
+}
+
+void add_wait_options(CLI::App* cmd, std::string& wait_text, bool& no_wait, int& exit_code) {
+    auto* wait = cmd->add_option("-w,--wait,--timeout", wait_text,
+                                 "Wait at most this long for the lock (default: forever)")
+                     ->type_name("DURATION");
+    cmd->add_flag("-n,--no-wait,--nonblock", no_wait, "Fail at once if the lock is held")
+        ->excludes(wait);
+    cmd->add_option("-E,--conflict-exit-code", exit_code,
+                    "Exit status when the lock is not acquired (75)")
+        ->type_name("N")
+        ->check(CLI::Range(0, 255));
+}
+
+// Runs whichever command was chosen once the config is loaded.
+int dispatch(CLI::App& app, const RunArgs& run_args, const CommandArgs& args,
+             const config::Config& cfg) {
+    auto is = [&](const char* name) { return app.got_subcommand(name); };
+    if (is("run")) {
+        auto options = make_run_options(run_args, cfg);
+        if (!options)
+            return report(options.error());
+        return run_command(*options, cfg);
+    }
+    if (is("status")) {
+        StatusOptions options{args.names, args.json};
+        options.names.insert(options.names.end(), args.keys.begin(), args.keys.end());
+        if (options.names.empty())
+            return report({util::ErrorKind::usage, "status: a lock NAME is required"});
+        for (const auto& n : options.names)
+            if (auto ok = lock::validate_name(n); !ok)
+                return report(ok.error());
+        return status_command(options, cfg);
+    }
+    if (is("list")) {
+        if (args.pattern.empty())
+            return report({util::ErrorKind::usage, "list: --pattern must not be empty"});
+        return list_command(ListOptions{args.pattern, args.json}, cfg);
+    }
+    if (is("doctor"))
+        return doctor_command(DoctorOptions{args.json}, cfg);
+
+    auto name = one_name(args.names, args.keys);
+    if (!name)
+        return report(name.error());
+    auto ttl = ttl_or_default(args.ttl, cfg.ttl);
+    if (!ttl)
+        return report(ttl.error());
+    if (is("acquire")) {
+        auto wait = wait_option(args.wait, args.no_wait, cfg.wait);
+        if (!wait)
+            return report(wait.error());
+        return acquire_command(
+            AcquireOptions{*name, *ttl, *wait, args.conflict_exit_code, args.json}, cfg);
+    }
+    if (is("extend"))
+        return extend_command(ExtendOptions{*name, args.token, *ttl}, cfg);
+    if (is("release")) {
+        if (args.force == !args.token.empty())
+            return report({util::ErrorKind::usage, "release: give either --token T or --force"});
+        return release_command(ReleaseOptions{*name, args.token, args.force, args.yes}, cfg);
+    }
+    return report({util::ErrorKind::usage, "a command is required (try 'redlock --help')"});
 }
 
 } // namespace
@@ -128,9 +255,9 @@ util::Expected<RunOptions> make_run_options(const RunArgs& args, const config::C
 int main(int argc, char** argv) {
     CLI::App app{"Run a command under a distributed lock held in Redis.", "redlock"};
     app.footer("Exit status: PROGRAM's own; 75 lock held; 64 usage; 69 servers unavailable;\n"
-               "77 auth refused; 78 config error; 79 lease lost; 126/127 PROGRAM not runnable.\n"
-               "See redlock(1).");
-    app.require_subcommand(1);
+               "77 auth refused; 78 config error; 79 lease lost; 126/127 PROGRAM not runnable;\n"
+               "1 doctor found a risk. See redlock(1).");
+    app.require_subcommand(0, 1);
     app.fallthrough();
     GlobalOptions global;
     app.add_option("-c,--config", global.config_file, "Config file (default: search path)")
@@ -149,30 +276,49 @@ int main(int argc, char** argv) {
     run->add_option("-k,--key", run_args.key, "The lock's name")->type_name("NAME")->required();
     run->add_option("-t,--ttl", run_args.ttl, "Lease length, renewed while PROGRAM runs (30s)")
         ->type_name("DURATION");
-    auto* wait = run->add_option("-w,--wait,--timeout", run_args.wait,
-                                 "Wait at most this long for the lock (default: forever)")
-                     ->type_name("DURATION");
-    run->add_flag("-n,--no-wait,--nonblock", run_args.no_wait, "Fail at once if the lock is held")
-        ->excludes(wait);
-    run->add_option("-E,--conflict-exit-code", run_args.conflict_exit_code,
-                    "Exit status when the lock is not acquired (75)")
-        ->type_name("N")
-        ->check(CLI::Range(0, 255));
+    add_wait_options(run, run_args.wait, run_args.no_wait, run_args.conflict_exit_code);
     run->add_option("program", run_args.program, "PROGRAM [ARG...]")->type_name("PROGRAM");
     // Options stop at PROGRAM, so its own flags are left alone (as with flock(1)).
     run->positionals_at_end();
 
+    CommandArgs args;
+    auto* status = app.add_subcommand("status", "Show whether locks are held, by whom, how long");
+    add_name_options(status, args, true);
+    add_json_option(status, args);
+
+    auto* list = app.add_subcommand("list", "List the held locks (SCAN under the key prefix)");
+    list->add_option("-p,--pattern", args.pattern, "Only names matching this glob (*)")
+        ->type_name("GLOB");
+    add_json_option(list, args);
+
+    auto* acquire = app.add_subcommand("acquire", "Take a lock for a script; print its token");
+    add_name_options(acquire, args, false);
+    acquire->add_option("-t,--ttl", args.ttl, "Lease length; the lock expires after it (30s)")
+        ->type_name("DURATION");
+    add_wait_options(acquire, args.wait, args.no_wait, args.conflict_exit_code);
+    add_json_option(acquire, args);
+
+    auto* extend = app.add_subcommand("extend", "Extend a lock taken with acquire");
+    add_name_options(extend, args, false);
+    extend->add_option("--token", args.token, "The token acquire printed")
+        ->type_name("TOKEN")
+        ->required();
+    extend->add_option("-t,--ttl", args.ttl, "New remaining lease length (30s)")
+        ->type_name("DURATION");
+
+    auto* release =
+        app.add_subcommand("release", "Release a lock (--token) or remove it (--force)");
+    add_name_options(release, args, false);
+    release->add_option("--token", args.token, "Release only if the lock holds this token")
+        ->type_name("TOKEN");
+    release->add_flag("-f,--force", args.force, "Remove the lock whoever holds it");
+    release->add_flag("-y,--yes", args.yes, "Do not ask for confirmation with --force");
+
+    auto* doctor = app.add_subcommand("doctor", "Check the servers: eviction, replication, "
+                                                "clock, persistence, scripts");
+    add_json_option(doctor, args);
+
     try {
-        // --version alone is not a subcommand run; check for it before requiring one.
-        for (int i = 1; i < argc; ++i) {
-            std::string_view a(argv[i]);
-            if (a == "--")
-                break;
-            if (a == "--version") {
-                std::cout << version_text();
-                return 0;
-            }
-        }
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {
         return app.exit(e);
@@ -185,6 +331,15 @@ int main(int argc, char** argv) {
         log::error("{} (try 'redlock --help')", what);
         return util::exit_code::usage;
     }
+    if (show_version) {
+        std::cout << version_text();
+        return 0;
+    }
+    if (app.get_subcommands().empty()) {
+        log::error("a command is required: run, status, list, acquire, extend, release or "
+                   "doctor (try 'redlock --help')");
+        return util::exit_code::usage;
+    }
     mask_passwords(argc, argv, argc - static_cast<int>(run_args.program.size()));
     log::set_level(global.verbose ? log::Level::verbose
                    : global.quiet ? log::Level::quiet
@@ -193,14 +348,7 @@ int main(int argc, char** argv) {
     auto cfg = load(global);
     if (!cfg)
         return report(cfg.error());
-
-    if (*run) {
-        auto options = make_run_options(run_args, *cfg);
-        if (!options)
-            return report(options.error());
-        return run_command(*options, *cfg);
-    }
-    return util::exit_code::usage;
+    return dispatch(app, run_args, args, *cfg);
 }
 
 } // namespace redlock::cli

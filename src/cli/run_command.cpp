@@ -6,12 +6,14 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include "cli/common.hpp"
 #include "lock/holder.hpp"
 #include "lock/lock.hpp"
 #include "lock/name.hpp"
 #include "process/child.hpp"
 #include "process/signals.hpp"
 #include "redis/fanout.hpp"
+#include "util/clock.hpp"
 #include "util/duration.hpp"
 #include "util/format.hpp"
 #include "util/log.hpp"
@@ -25,47 +27,6 @@ using Clock = lock::Clock;
 using Millis = std::chrono::milliseconds;
 using namespace std::chrono_literals;
 namespace log = util::log;
-
-int report(const util::Error& error) {
-    log::error("{}", error.message);
-    return util::exit_status(error.kind);
-}
-
-int poll_timeout_ms(Clock::time_point now, Clock::time_point until) {
-    if (until <= now)
-        return 0;
-    auto ms = std::chrono::ceil<Millis>(until - now).count();
-    return static_cast<int>(std::min<long long>(ms, 60'000));
-}
-
-bool is_forwarded(int sig) {
-    return std::ranges::find(process::k_forwarded_signals, sig) !=
-           std::end(process::k_forwarded_signals);
-}
-
-// Sleeps until `until` unless a forwarded signal arrives; returns that signal or 0.
-int sleep_interruptibly(process::SignalEvents& signals, Clock::time_point until) {
-    for (;;) {
-        auto now = Clock::now();
-        if (now >= until)
-            return 0;
-        pollfd p{signals.fd(), POLLIN, 0};
-        int rc = ::poll(&p, 1, poll_timeout_ms(now, until));
-        if (rc < 0 && errno != EINTR)
-            return 0;
-        if (rc > 0)
-            for (int sig : signals.read_pending())
-                if (is_forwarded(sig))
-                    return sig;
-    }
-}
-
-int first_forwarded(process::SignalEvents& signals) {
-    for (int sig : signals.read_pending())
-        if (is_forwarded(sig))
-            return sig;
-    return 0;
-}
 
 // Supervises PROGRAM while keeping the lease; returns the exit status.
 class Supervisor {
@@ -92,7 +53,7 @@ class Supervisor {
             fds.clear();
             fds.push_back(pollfd{m_signals.fd(), POLLIN, 0});
             redis::add_pollfds(m_lock.connections(), fds);
-            int rc = ::poll(fds.data(), fds.size(), poll_timeout_ms(now, next_wakeup(now)));
+            int rc = ::poll(fds.data(), fds.size(), util::poll_timeout_ms(now, next_wakeup(now)));
             if (rc < 0 && errno != EINTR) {
                 log::error("poll: {}", std::strerror(errno));
                 break;
@@ -213,7 +174,7 @@ class Supervisor {
                     m_child.signal_tree(SIGTERM);
                     m_leftover_kill_at = now + std::min<Millis>(m_grace, 5s);
                 }
-            } else if (is_forwarded(sig)) {
+            } else if (process::is_forwarded(sig)) {
                 log::verbose("forwarding signal {} to PROGRAM", sig);
                 if (m_program_status)
                     m_child.signal_tree(sig);
@@ -264,44 +225,13 @@ int run_command(const RunOptions& options, const config::Config& config) {
                     lock::companion_key(config.key_prefix, options.name, "meta"), token,
                     options.ttl, lock::holder_fields(holder, token));
 
-    const auto started = Clock::now();
-    std::optional<Clock::time_point> give_up;
-    if (options.wait)
-        give_up = started + *options.wait;
-    size_t attempts = 0;
-    for (;;) {
-        ++attempts;
-        auto attempt = lock.acquire(signals->fd());
-        if (!attempt)
-            return report(util::Error{attempt.error().kind,
-                                      util::format("cannot lock '{}': {}", options.name,
-                                                   attempt.error().message)});
-        if (attempt->status == lock::AcquireStatus::acquired) {
-            log::verbose("acquired '{}' in {} after {} attempt{} ({})", options.name,
-                         util::format_duration(std::chrono::duration_cast<Millis>(Clock::now() - started)),
-                         attempts, attempts == 1 ? "" : "s", lock::describe_round(attempt->servers));
-            break;
-        }
-        if (attempt->status == lock::AcquireStatus::interrupted)
-            return 128 + first_forwarded(*signals);
-        auto now = Clock::now();
-        if (give_up && now >= *give_up) {
-            if (options.wait->count() == 0)
-                log::note("lock '{}' is held by another owner", options.name);
-            else
-                log::note("lock '{}' is still held by another owner after {}", options.name,
-                          util::format_duration(*options.wait));
-            return options.conflict_exit_code;
-        }
-        if (attempts == 1)
-            log::verbose("lock '{}' is held by another owner; waiting", options.name);
-        // Jittered so that waiters started by the same cron minute do not retry in step.
-        auto until = now + util::random_between(20ms, 200ms);
-        if (give_up)
-            until = std::min(until, *give_up);
-        if (int sig = sleep_interruptibly(*signals, until))
-            return 128 + sig;
-    }
+    auto acquired = acquire_waiting(lock, options.name, options.wait, *signals);
+    if (!acquired)
+        return report(acquired.error());
+    if (acquired->outcome == AcquireOutcome::interrupted)
+        return 128 + acquired->signal;
+    if (acquired->outcome == AcquireOutcome::conflict)
+        return options.conflict_exit_code;
 
     process::become_subreaper();
     process::SpawnOptions spawn;

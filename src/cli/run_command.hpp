@@ -12,11 +12,11 @@
 namespace redlock::cli {
 
 struct RunOptions {
-    std::string name;                              // the lock's name (validated)
+    std::string name; // the lock's name (validated)
     std::chrono::milliseconds ttl{30000};
     std::optional<std::chrono::milliseconds> wait; // nullopt: wait until acquired
     int conflict_exit_code = 75;
-    std::vector<std::string> program;              // PROGRAM and its arguments
+    std::vector<std::string> program; // PROGRAM and its arguments
 };
 
 // Returns the exit status of the whole command.

@@ -76,10 +76,13 @@ Holder current_holder(std::span<const std::string> command, long pid) {
 }
 
 std::vector<std::string> holder_fields(const Holder& holder, const std::string& token) {
-    return {"token",   token,           "host",        holder.host,
-            "pid",     std::to_string(holder.pid), "user", holder.user,
-            "command", holder.command,  "acquired_at", holder.acquired_at,
-            "ttl_ms",  std::to_string(holder.ttl_ms)};
+    return {"token",       token,
+            "host",        holder.host,
+            "pid",         std::to_string(holder.pid),
+            "user",        holder.user,
+            "command",     holder.command,
+            "acquired_at", holder.acquired_at,
+            "ttl_ms",      std::to_string(holder.ttl_ms)};
 }
 
 std::optional<Holder> parse_holder(const std::map<std::string, std::string>& fields,

@@ -13,7 +13,7 @@ namespace redlock::lock {
 
 struct Holder {
     std::string host;
-    long pid = 0;            // the redlock process (for `acquire`: the script that ran it)
+    long pid = 0; // the redlock process (for `acquire`: the script that ran it)
     std::string user;
     std::string command;     // PROGRAM's command line, shell-quoted, or "(acquire)"
     std::string acquired_at; // ISO 8601, UTC
@@ -27,7 +27,8 @@ struct Holder {
 [[nodiscard]] std::string shell_quote(std::span<const std::string> words);
 
 // Field/value pairs for the metadata hash, including the owner's token.
-[[nodiscard]] std::vector<std::string> holder_fields(const Holder& holder, const std::string& token);
+[[nodiscard]] std::vector<std::string> holder_fields(const Holder& holder,
+                                                     const std::string& token);
 
 // Reads a metadata hash back; nullopt when it is missing or belongs to another token.
 [[nodiscard]] std::optional<Holder> parse_holder(const std::map<std::string, std::string>& fields,

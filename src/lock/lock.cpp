@@ -121,7 +121,8 @@ util::Expected<AcquireResult> Lock::acquire(int interrupt_fd) {
 
     auto sent = Clock::now();
     send_all(command, fallback, sent);
-    auto waited = redis::wait(m_conns, [this] { return tally().decided(); }, interrupt_fd);
+    auto waited = redis::wait(
+        m_conns, [this] { return tally().decided(); }, interrupt_fd);
     auto done = Clock::now();
 
     AcquireResult result;
@@ -202,9 +203,8 @@ RenewStatus Lock::extend(Millis ttl) {
     auto sent = Clock::now();
     send_all(script_call(k_renew_script, true, m_key, m_meta_key, args),
              script_call(k_renew_script, false, m_key, m_meta_key, args), sent);
-    (void)redis::wait(m_conns, [&] {
-        return judge_renewal(sent, Clock::now()) != RenewStatus::pending;
-    });
+    (void)redis::wait(m_conns,
+                      [&] { return judge_renewal(sent, Clock::now()) != RenewStatus::pending; });
     auto status = judge_renewal(sent, Clock::now());
     m_last_round = collect();
     if (status == RenewStatus::renewed)
@@ -256,8 +256,9 @@ util::Error quorum_error(const std::vector<ServerResult>& servers) {
     auto kind = auth ? util::ErrorKind::auth : util::ErrorKind::unavailable;
     if (servers.size() == 1)
         return util::Error{kind, causes};
-    return util::Error{kind, util::format("only {} of {} servers answered, {} needed ({})", answered,
-                                          servers.size(), servers.size() / 2 + 1, causes)};
+    return util::Error{kind,
+                       util::format("only {} of {} servers answered, {} needed ({})", answered,
+                                    servers.size(), servers.size() / 2 + 1, causes)};
 }
 
 } // namespace redlock::lock

@@ -1,5 +1,4 @@
 #include "process/child.hpp"
-#include "util/format.hpp"
 
 #include <cerrno>
 #include <cstring>
@@ -12,6 +11,7 @@
 #include <unordered_map>
 
 #include "util/fd.hpp"
+#include "util/format.hpp"
 
 extern char** environ;
 
@@ -30,8 +30,8 @@ std::vector<std::string> build_environment(const SpawnOptions& options) {
         std::string_view entry(*e);
         bool replaced = false;
         for (const auto& [name, value] : options.env)
-            replaced |= entry.size() > name.size() && entry.starts_with(name) &&
-                        entry[name.size()] == '=';
+            replaced |=
+                entry.size() > name.size() && entry.starts_with(name) && entry[name.size()] == '=';
         if (!replaced)
             out.emplace_back(entry);
     }
@@ -58,7 +58,8 @@ util::Expected<Child> Child::spawn(const SpawnOptions& options) {
 
     int pipe_fds[2];
     if (::pipe2(pipe_fds, O_CLOEXEC) != 0)
-        return util::fail(util::ErrorKind::internal, util::format("pipe: {}", std::strerror(errno)));
+        return util::fail(util::ErrorKind::internal,
+                          util::format("pipe: {}", std::strerror(errno)));
     util::UniqueFd report_read(pipe_fds[0]);
     util::UniqueFd report_write(pipe_fds[1]);
 
@@ -67,7 +68,8 @@ util::Expected<Child> Child::spawn(const SpawnOptions& options) {
     pid_t parent = ::getpid();
     pid_t pid = ::fork();
     if (pid < 0)
-        return util::fail(util::ErrorKind::internal, util::format("fork: {}", std::strerror(errno)));
+        return util::fail(util::ErrorKind::internal,
+                          util::format("fork: {}", std::strerror(errno)));
     if (pid == 0) {
         ::setpgid(0, 0);
         if (child.m_terminal)
@@ -99,8 +101,8 @@ util::Expected<Child> Child::spawn(const SpawnOptions& options) {
         ::waitpid(pid, &status, 0);
         child.reclaim_terminal();
         auto kind = err == ENOENT ? util::ErrorKind::not_found : util::ErrorKind::cannot_execute;
-        return util::fail(kind, util::format("cannot run '{}': {}", options.argv[0],
-                                            std::strerror(err)));
+        return util::fail(kind,
+                          util::format("cannot run '{}': {}", options.argv[0], std::strerror(err)));
     }
     return child;
 }
@@ -165,7 +167,9 @@ int exit_status_of(int wait_status) {
     return util::exit_code::internal;
 }
 
-void become_subreaper() { ::prctl(PR_SET_CHILD_SUBREAPER, 1); }
+void become_subreaper() {
+    ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+}
 
 std::vector<pid_t> descendants() {
     // Build the parent map from /proc/<pid>/stat ("pid (comm) state ppid ..."; comm may hold

@@ -16,9 +16,9 @@
 namespace redlock::process {
 
 struct SpawnOptions {
-    std::vector<std::string> argv;                          // PROGRAM and its arguments
-    std::vector<std::pair<std::string, std::string>> env;   // variables to set in PROGRAM
-    const sigset_t* child_mask = nullptr;                   // signal mask to restore
+    std::vector<std::string> argv;                        // PROGRAM and its arguments
+    std::vector<std::pair<std::string, std::string>> env; // variables to set in PROGRAM
+    const sigset_t* child_mask = nullptr;                 // signal mask to restore
 };
 
 class Child {

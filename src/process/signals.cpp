@@ -1,10 +1,11 @@
 #include "process/signals.hpp"
-#include "util/format.hpp"
 
 #include <cerrno>
 #include <cstring>
 #include <sys/signalfd.h>
 #include <unistd.h>
+
+#include "util/format.hpp"
 
 namespace redlock::process {
 

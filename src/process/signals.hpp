@@ -13,6 +13,13 @@ namespace redlock::process {
 // The signals redlock forwards to PROGRAM.
 inline constexpr int k_forwarded_signals[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
 
+[[nodiscard]] inline bool is_forwarded(int sig) {
+    for (int s : k_forwarded_signals)
+        if (s == sig)
+            return true;
+    return false;
+}
+
 class SignalEvents {
   public:
     // Blocks TERM, INT, HUP, QUIT, CHLD, CONT and TTOU (the last so that the terminal can

@@ -1,5 +1,4 @@
 #include "redis/connection.hpp"
-#include "util/format.hpp"
 
 #include <array>
 #include <cerrno>
@@ -10,11 +9,15 @@
 #include <poll.h>
 #include <sys/un.h>
 
+#include "util/format.hpp"
+
 namespace redlock::redis {
 
 namespace {
 
-std::string errno_text(int err) { return std::strerror(err); }
+std::string errno_text(int err) {
+    return std::strerror(err);
+}
 
 // The RESP handshake that precedes the first request on a fresh connection.
 std::string handshake(const config::ServerUrl& url, int& replies) {
@@ -246,7 +249,8 @@ void Connection::handle_reply(ReplyPtr reply, Clock::time_point now) {
         if (is_error(*reply)) {
             bool auth = is_auth_error(*reply);
             if (auth)
-                fail(FailureKind::auth, util::format("authentication refused: {}", text(*reply)), now);
+                fail(FailureKind::auth, util::format("authentication refused: {}", text(*reply)),
+                     now);
             else
                 fail(FailureKind::setup, std::string(text(*reply)), now);
         }

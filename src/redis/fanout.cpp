@@ -50,8 +50,8 @@ WaitResult wait(std::span<Connection> conns, const std::function<bool()>& decide
         auto now = Clock::now();
         int timeout_ms = 0;
         if (auto d = earliest_deadline(conns); d && *d > now)
-            timeout_ms = static_cast<int>(
-                std::chrono::ceil<std::chrono::milliseconds>(*d - now).count());
+            timeout_ms =
+                static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(*d - now).count());
         int rc = ::poll(fds.data(), fds.size(), timeout_ms);
         if (rc < 0 && errno != EINTR)
             break;
@@ -63,6 +63,26 @@ WaitResult wait(std::span<Connection> conns, const std::function<bool()>& decide
     for (auto& c : conns)
         c.abandon(now);
     return WaitResult::decided;
+}
+
+} // namespace redlock::redis
+
+namespace redlock::redis {
+
+void request_all(std::span<Connection> conns, const std::string& command,
+                 const std::string& noscript_fallback) {
+    auto now = Clock::now();
+    for (auto& c : conns)
+        c.start(command, noscript_fallback, now);
+    (void)wait(conns, [] { return false; });
+}
+
+std::vector<Connection> connect_all(const std::vector<config::ServerConfig>& servers) {
+    std::vector<Connection> conns;
+    conns.reserve(servers.size());
+    for (const auto& s : servers)
+        conns.emplace_back(s);
+    return conns;
 }
 
 } // namespace redlock::redis

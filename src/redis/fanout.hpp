@@ -34,3 +34,15 @@ WaitResult wait(std::span<Connection> conns, const std::function<bool()>& decide
                 int interrupt_fd = -1);
 
 } // namespace redlock::redis
+
+namespace redlock::redis {
+
+// Sends `command` to every connection at once and waits until each has answered, failed
+// or timed out. Outcomes are read from each connection afterwards.
+void request_all(std::span<Connection> conns, const std::string& command,
+                 const std::string& noscript_fallback = {});
+
+// Makes one connection per server.
+[[nodiscard]] std::vector<Connection> connect_all(const std::vector<config::ServerConfig>& servers);
+
+} // namespace redlock::redis

@@ -1,7 +1,8 @@
 #include "redis/reply.hpp"
-#include "util/format.hpp"
 
 #include <vector>
+
+#include "util/format.hpp"
 
 namespace redlock::redis {
 

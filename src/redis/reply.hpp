@@ -24,7 +24,9 @@ using ReaderPtr = std::unique_ptr<redisReader, ReaderDeleter>;
 // The RESP encoding of one command.
 [[nodiscard]] std::string encode_command(std::span<const std::string_view> argv);
 
-[[nodiscard]] inline bool is_error(const redisReply& r) { return r.type == REDIS_REPLY_ERROR; }
+[[nodiscard]] inline bool is_error(const redisReply& r) {
+    return r.type == REDIS_REPLY_ERROR;
+}
 [[nodiscard]] inline std::string_view text(const redisReply& r) {
     return r.str ? std::string_view(r.str, r.len) : std::string_view();
 }

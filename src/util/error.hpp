@@ -8,13 +8,13 @@
 namespace redlock::util {
 
 enum class ErrorKind {
-    usage,       // bad option, bad duration, bad lock name: 64
-    unavailable, // too few servers reachable for a quorum: 69
-    internal,    // a bug or an unexpected system failure: 70
-    auth,        // AUTH/ACL refused by the server: 77
-    config,      // unreadable, malformed or invalid config: 78
-    conflict,    // lock held by another owner or --wait ran out: 75 (or -E)
-    lease_lost,  // the lease was lost while PROGRAM ran: 79
+    usage,          // bad option, bad duration, bad lock name: 64
+    unavailable,    // too few servers reachable for a quorum: 69
+    internal,       // a bug or an unexpected system failure: 70
+    auth,           // AUTH/ACL refused by the server: 77
+    config,         // unreadable, malformed or invalid config: 78
+    conflict,       // lock held by another owner or --wait ran out: 75 (or -E)
+    lease_lost,     // the lease was lost while PROGRAM ran: 79
     cannot_execute, // PROGRAM found but not executable: 126
     not_found,      // PROGRAM not found: 127
 };

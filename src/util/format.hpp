@@ -1,13 +1,13 @@
 #pragma once
 // A small stand-in for std::format, which g++ 12's libstdc++ lacks: "{}" placeholders,
-// "{{"/"}}" escapes, and printf-style specs for numbers ("{:.1f}", "{:02x}", "{:5}").
+// "{{"/"}}" escapes, printf-style specs for numbers ("{:.1f}", "{:02x}", "{:+.1f}") and
+// alignment for strings ("{:<20}", "{:>8}").
 // Strings, characters, integers, floating point and bools are accepted.
 
 #include <concepts>
 #include <cstdio>
 #include <string>
 #include <string_view>
-
 
 namespace redlock::util {
 
@@ -30,9 +30,23 @@ inline std::string printf_number(std::string_view spec, char default_conv, const
     return std::string(buf, n > 0 ? static_cast<size_t>(n) : 0);
 }
 
+// Strings take an alignment and width: "{:<20}" pads on the right, "{:>8}" on the left.
 inline void append(std::string& out, std::string_view spec, std::string_view value) {
-    (void)spec;
+    char align = '<';
+    if (!spec.empty() && (spec.front() == '<' || spec.front() == '>')) {
+        align = spec.front();
+        spec.remove_prefix(1);
+    }
+    size_t width = 0;
+    for (char c : spec)
+        if (c >= '0' && c <= '9')
+            width = width * 10 + static_cast<size_t>(c - '0');
+    size_t pad = width > value.size() ? width - value.size() : 0;
+    if (align == '>')
+        out.append(pad, ' ');
     out.append(value);
+    if (align == '<')
+        out.append(pad, ' ');
 }
 inline void append(std::string& out, std::string_view spec, const std::string& value) {
     append(out, spec, std::string_view(value));
@@ -40,7 +54,9 @@ inline void append(std::string& out, std::string_view spec, const std::string& v
 inline void append(std::string& out, std::string_view spec, const char* value) {
     append(out, spec, std::string_view(value));
 }
-inline void append(std::string& out, std::string_view, char value) { out.push_back(value); }
+inline void append(std::string& out, std::string_view, char value) {
+    out.push_back(value);
+}
 inline void append(std::string& out, std::string_view, bool value) {
     out.append(value ? "true" : "false");
 }
@@ -52,8 +68,7 @@ void append(std::string& out, std::string_view spec, T value) {
         out.append(printf_number(spec, 'd', "ll", static_cast<long long>(value)));
 }
 template <std::unsigned_integral T>
-    requires(!std::same_as<T, bool>)
-void append(std::string& out, std::string_view spec, T value) {
+requires(!std::same_as<T, bool>) void append(std::string& out, std::string_view spec, T value) {
     if (spec.empty())
         out.append(std::to_string(value));
     else

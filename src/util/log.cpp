@@ -9,8 +9,12 @@ namespace {
 Level g_level = Level::normal;
 }
 
-void set_level(Level level) { g_level = level; }
-Level level() { return g_level; }
+void set_level(Level level) {
+    g_level = level;
+}
+Level level() {
+    return g_level;
+}
 
 void write(std::string_view text) {
     std::string line;

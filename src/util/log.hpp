@@ -13,7 +13,9 @@ enum class Level { quiet, normal, verbose };
 
 void set_level(Level level);
 [[nodiscard]] Level level();
-[[nodiscard]] inline bool verbose_enabled() { return level() == Level::verbose; }
+[[nodiscard]] inline bool verbose_enabled() {
+    return level() == Level::verbose;
+}
 
 void write(std::string_view text); // one line, prefixed, written with a single write(2)
 

@@ -1,0 +1,56 @@
+#pragma once
+// The inspection and scripting commands: status, list, acquire, extend, release, doctor.
+// Each returns the command's exit status; human output goes to stdout, --json prints one
+// JSON document instead.
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/config.hpp"
+
+namespace redlock::cli {
+
+struct StatusOptions {
+    std::vector<std::string> names;
+    bool json = false;
+};
+[[nodiscard]] int status_command(const StatusOptions& options, const config::Config& config);
+
+struct ListOptions {
+    std::string pattern = "*";
+    bool json = false;
+};
+[[nodiscard]] int list_command(const ListOptions& options, const config::Config& config);
+
+struct AcquireOptions {
+    std::string name;
+    std::chrono::milliseconds ttl{30000};
+    std::optional<std::chrono::milliseconds> wait;
+    int conflict_exit_code = 75;
+    bool json = false;
+};
+[[nodiscard]] int acquire_command(const AcquireOptions& options, const config::Config& config);
+
+struct ExtendOptions {
+    std::string name;
+    std::string token;
+    std::chrono::milliseconds ttl{30000};
+};
+[[nodiscard]] int extend_command(const ExtendOptions& options, const config::Config& config);
+
+struct ReleaseOptions {
+    std::string name;
+    std::string token; // empty with --force
+    bool force = false;
+    bool yes = false;
+};
+[[nodiscard]] int release_command(const ReleaseOptions& options, const config::Config& config);
+
+struct DoctorOptions {
+    bool json = false;
+};
+[[nodiscard]] int doctor_command(const DoctorOptions& options, const config::Config& config);
+
+} // namespace redlock::cli

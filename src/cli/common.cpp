@@ -1,0 +1,110 @@
+#include "cli/common.hpp"
+
+#include <cerrno>
+#include <poll.h>
+
+#include "util/clock.hpp"
+#include "util/duration.hpp"
+#include "util/format.hpp"
+#include "util/log.hpp"
+#include "util/random.hpp"
+
+namespace redlock::cli {
+
+namespace {
+
+using Clock = lock::Clock;
+using Millis = std::chrono::milliseconds;
+using namespace std::chrono_literals;
+namespace log = util::log;
+
+// Sleeps until `until` unless a forwarded signal arrives; returns that signal or 0.
+int sleep_interruptibly(process::SignalEvents& signals, Clock::time_point until) {
+    for (;;) {
+        auto now = Clock::now();
+        if (now >= until)
+            return 0;
+        pollfd p{signals.fd(), POLLIN, 0};
+        int rc = ::poll(&p, 1, util::poll_timeout_ms(now, until));
+        if (rc < 0 && errno != EINTR)
+            return 0;
+        if (rc > 0)
+            for (int sig : signals.read_pending())
+                if (process::is_forwarded(sig))
+                    return sig;
+    }
+}
+
+int first_forwarded(process::SignalEvents& signals) {
+    for (int sig : signals.read_pending())
+        if (process::is_forwarded(sig))
+            return sig;
+    return SIGTERM;
+}
+
+} // namespace
+
+int report(const util::Error& error) {
+    log::error("{}", error.message);
+    return util::exit_status(error.kind);
+}
+
+util::Expected<Acquisition> acquire_waiting(lock::Lock& lock, std::string_view name,
+                                            std::optional<Millis> wait,
+                                            process::SignalEvents& signals) {
+    const auto started = Clock::now();
+    std::optional<Clock::time_point> give_up;
+    if (wait)
+        give_up = started + *wait;
+    size_t attempts = 0;
+    for (;;) {
+        ++attempts;
+        auto attempt = lock.acquire(signals.fd());
+        if (!attempt)
+            return util::fail(attempt.error().kind,
+                              util::format("cannot lock '{}': {}", name, attempt.error().message));
+        if (attempt->status == lock::AcquireStatus::acquired) {
+            log::verbose(
+                "acquired '{}' in {} after {} attempt{} ({})", name,
+                util::format_duration(std::chrono::duration_cast<Millis>(Clock::now() - started)),
+                attempts, attempts == 1 ? "" : "s", lock::describe_round(attempt->servers));
+            return Acquisition{AcquireOutcome::acquired, 0};
+        }
+        if (attempt->status == lock::AcquireStatus::interrupted)
+            return Acquisition{AcquireOutcome::interrupted, first_forwarded(signals)};
+        auto now = Clock::now();
+        if (give_up && now >= *give_up) {
+            if (wait->count() == 0)
+                log::note("lock '{}' is held by another owner", name);
+            else
+                log::note("lock '{}' is still held by another owner after {}", name,
+                          util::format_duration(*wait));
+            return Acquisition{AcquireOutcome::conflict, 0};
+        }
+        if (attempts == 1)
+            log::verbose("lock '{}' is held by another owner; waiting ({})", name,
+                         lock::describe_round(attempt->servers));
+        // Jittered so that waiters started by the same cron minute do not retry in step.
+        auto until = now + util::random_between(20ms, 200ms);
+        if (give_up)
+            until = std::min(until, *give_up);
+        if (int sig = sleep_interruptibly(signals, until))
+            return Acquisition{AcquireOutcome::interrupted, sig};
+    }
+}
+
+std::string human_duration(Millis d) {
+    auto ms = d.count();
+    if (ms < 0)
+        return "-";
+    if (ms < 60'000)
+        return util::format("{:.1f}s", static_cast<double>(ms) / 1000.0);
+    long long s = ms / 1000;
+    if (s < 3600)
+        return util::format("{}m {}s", s / 60, s % 60);
+    if (s < 86400)
+        return util::format("{}h {}m", s / 3600, (s % 3600) / 60);
+    return util::format("{}d {}h", s / 86400, (s % 86400) / 3600);
+}
+
+} // namespace redlock::cli

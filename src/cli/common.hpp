@@ -1,0 +1,36 @@
+#pragma once
+// Pieces shared by the commands: reporting an error as message + exit status, the
+// acquisition loop with --wait, and human-readable durations for output.
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "lock/lock.hpp"
+#include "process/signals.hpp"
+#include "util/error.hpp"
+
+namespace redlock::cli {
+
+// Prints "redlock: message" and returns the error kind's exit status.
+int report(const util::Error& error);
+
+enum class AcquireOutcome { acquired, conflict, interrupted };
+
+struct Acquisition {
+    AcquireOutcome outcome = AcquireOutcome::conflict;
+    int signal = 0; // the signal that interrupted waiting
+};
+
+// Tries to acquire, retrying with a jittered delay while the lock is held by another owner
+// until `wait` runs out (nullopt: forever; 0: a single attempt). Servers that cannot be
+// reached are never waited on: that is an error at once. A forwarded signal interrupts.
+[[nodiscard]] util::Expected<Acquisition>
+acquire_waiting(lock::Lock& lock, std::string_view name,
+                std::optional<std::chrono::milliseconds> wait, process::SignalEvents& signals);
+
+// "24.3s", "5m 3s", "2h 10m", "1d 2h": a duration for people.
+[[nodiscard]] std::string human_duration(std::chrono::milliseconds d);
+
+} // namespace redlock::cli

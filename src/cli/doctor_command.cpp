@@ -1,0 +1,123 @@
+// doctor: is each server fit for locking?
+
+#include <cstdio>
+
+#include "cli/commands.hpp"
+#include "cli/common.hpp"
+#include "doctor/doctor.hpp"
+#include "redis/fanout.hpp"
+#include "util/format.hpp"
+#include "util/json.hpp"
+
+namespace redlock::cli {
+
+namespace {
+
+// Wraps `text` at 80 columns, continuation lines indented by `indent`.
+std::string wrap(std::string_view text, size_t first_width, size_t indent) {
+    std::string out;
+    size_t width = first_width;
+    size_t col = 0;
+    while (!text.empty()) {
+        auto space = text.find(' ');
+        auto word = text.substr(0, space);
+        text = space == std::string_view::npos ? std::string_view() : text.substr(space + 1);
+        if (col > 0 && col + 1 + word.size() > width) {
+            out += "\n" + std::string(indent, ' ');
+            width = 80 - indent;
+            col = 0;
+        } else if (col > 0) {
+            out += ' ';
+            ++col;
+        }
+        out += word;
+        col += word.size();
+    }
+    return out;
+}
+
+} // namespace
+
+int doctor_command(const DoctorOptions& options, const config::Config& config) {
+    auto conns = redis::connect_all(config.servers);
+    auto reports = doctor::examine(conns, config.ttl);
+
+    size_t risks = 0, unreachable = 0, notes = 0;
+    bool auth = false;
+    for (const auto& r : reports) {
+        unreachable += !r.reachable;
+        auth |= r.auth_error;
+        for (const auto& c : r.checks) {
+            risks += c.level == doctor::Level::risk;
+            notes += c.level == doctor::Level::note;
+        }
+    }
+
+    std::string out;
+    if (options.json) {
+        util::JsonWriter json;
+        json.begin_object()
+            .field("ok", risks == 0 && unreachable == 0)
+            .field("risks", risks)
+            .field("unreachable", unreachable);
+        json.key("servers").begin_array();
+        for (const auto& r : reports) {
+            json.begin_object().field("server", r.server).field("reachable", r.reachable);
+            json.key("error");
+            r.reachable ? json.null() : json.value(r.error);
+            if (r.reachable) {
+                json.field("version", r.version)
+                    .field("role", r.role)
+                    .field("replicas", r.replicas)
+                    .field("latency_ms", r.latency_ms)
+                    .field("clock_offset_ms", r.clock_offset_ms)
+                    .field("maxmemory", r.maxmemory)
+                    .field("maxmemory_policy", r.maxmemory_policy)
+                    .field("appendonly", r.appendonly)
+                    .field("appendfsync", r.appendfsync)
+                    .field("scripts_ok", r.scripts_ok);
+            }
+            json.key("checks").begin_array();
+            for (const auto& c : r.checks)
+                json.begin_object()
+                    .field("name", c.name)
+                    .field("level", doctor::level_name(c.level))
+                    .field("message", c.message)
+                    .end_object();
+            json.end_array().end_object();
+        }
+        json.end_array().end_object();
+        out = json.str();
+    } else {
+        for (const auto& r : reports) {
+            if (!r.reachable) {
+                out += util::format("{}  UNREACHABLE: {}\n", r.server, r.error);
+                continue;
+            }
+            out += util::format("{}  redis {}, {}, round trip {:.2f}ms\n", r.server, r.version,
+                                r.role, r.latency_ms);
+            for (const auto& c : r.checks) {
+                const char* level = c.level == doctor::Level::risk   ? "RISK"
+                                    : c.level == doctor::Level::note ? "note"
+                                                                     : "ok";
+                out += util::format("  {:<4}  {:<11}  {}\n", level, c.name,
+                                    wrap(c.message, 80 - 21, 21));
+            }
+        }
+        if (unreachable > 0)
+            out += util::format("{} of {} servers unreachable\n", unreachable, reports.size());
+        else if (risks > 0)
+            out += util::format("{} risk{} found: one lock could be handed to two holders\n", risks,
+                                risks == 1 ? "" : "s");
+        else
+            out += util::format("all {} server{} fit for locking{}\n", reports.size(),
+                                reports.size() == 1 ? "" : "s", notes ? " (see the notes)" : "");
+    }
+    std::fwrite(out.data(), 1, out.size(), stdout);
+    std::fflush(stdout);
+    if (unreachable > 0)
+        return auth ? util::exit_code::auth : util::exit_code::unavailable;
+    return risks > 0 ? 1 : 0;
+}
+
+} // namespace redlock::cli

@@ -1,0 +1,218 @@
+// status and list: read-only views of locks, merged across servers.
+
+#include <cstdio>
+#include <ctime>
+#include <iostream>
+
+#include "cli/commands.hpp"
+#include "cli/common.hpp"
+#include "lock/inspect.hpp"
+#include "redis/fanout.hpp"
+#include "util/format.hpp"
+#include "util/json.hpp"
+#include "util/log.hpp"
+
+namespace redlock::cli {
+
+namespace {
+
+using Millis = std::chrono::milliseconds;
+namespace log = util::log;
+
+// How long ago an ISO 8601 UTC timestamp ("2026-12-02T14:16:33.620Z") was.
+std::optional<Millis> age_of(const std::string& iso) {
+    std::tm tm{};
+    int ms = 0;
+    if (std::sscanf(iso.c_str(), "%d-%d-%dT%d:%d:%d.%dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+                    &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &ms) < 6)
+        return std::nullopt;
+    tm.tm_year -= 1900;
+    tm.tm_mon -= 1;
+    auto then = std::chrono::system_clock::from_time_t(::timegm(&tm)) + Millis(ms);
+    return std::chrono::duration_cast<Millis>(std::chrono::system_clock::now() - then);
+}
+
+const char* server_state(const lock::ServerView& s) {
+    if (!s.reachable)
+        return "unreachable";
+    return s.token ? "held" : "free";
+}
+
+void write_holder(util::JsonWriter& json, const std::optional<lock::Holder>& holder) {
+    json.key("holder");
+    if (!holder) {
+        json.null();
+        return;
+    }
+    json.begin_object()
+        .field("host", holder->host)
+        .field("pid", holder->pid)
+        .field("user", holder->user)
+        .field("command", holder->command)
+        .field("acquired_at", holder->acquired_at)
+        .field("ttl_ms", holder->ttl_ms)
+        .end_object();
+}
+
+void write_view(util::JsonWriter& json, const lock::LockView& view) {
+    json.begin_object()
+        .field("name", view.name)
+        .field("key", view.key)
+        .field("state", lock::state_name(view.state));
+    json.key("ttl_ms");
+    if (view.state == lock::LockState::held)
+        json.value(view.ttl_ms);
+    else
+        json.null();
+    json.field("token", view.token);
+    write_holder(json, view.holder);
+    json.key("servers").begin_array();
+    for (const auto& s : view.servers) {
+        json.begin_object().field("server", s.server).field("state", server_state(s));
+        json.field("token", s.token);
+        json.key("ttl_ms");
+        if (s.token)
+            json.value(s.ttl_ms);
+        else
+            json.null();
+        json.key("error");
+        if (s.reachable)
+            json.null();
+        else
+            json.value(s.error);
+        json.end_object();
+    }
+    json.end_array().end_object();
+}
+
+std::string holder_text(const std::optional<lock::Holder>& holder) {
+    if (!holder)
+        return "an unknown owner (no redlock metadata)";
+    return util::format("{}@{} (pid {})", holder->user, holder->host, holder->pid);
+}
+
+std::string ttl_text(long long ttl_ms) {
+    return ttl_ms == -1 ? std::string("no expiry") : human_duration(Millis(ttl_ms)) + " left";
+}
+
+void print_view(std::string& out, const lock::LockView& view) {
+    switch (view.state) {
+    case lock::LockState::free:
+        out += util::format("{}: free\n", view.name);
+        break;
+    case lock::LockState::unknown:
+        out += util::format("{}: unknown (only {} of {} servers answered)\n", view.name,
+                            view.reachable, view.servers.size());
+        break;
+    case lock::LockState::held:
+        out += util::format("{}: held by {}, {}\n", view.name, holder_text(view.holder),
+                            ttl_text(view.ttl_ms));
+        if (view.holder) {
+            out += util::format("  command   {}\n", view.holder->command);
+            auto age = age_of(view.holder->acquired_at);
+            out += util::format("  since     {}{}\n", view.holder->acquired_at,
+                                age ? " (held " + human_duration(*age) + ")" : std::string());
+            out += util::format("  lease     {}\n", human_duration(Millis(view.holder->ttl_ms)));
+        }
+        out += util::format("  token     {}\n", *view.token);
+        break;
+    }
+    if (view.servers.size() > 1 || view.reachable == 0) {
+        out += "  servers\n";
+        for (const auto& s : view.servers) {
+            if (!s.reachable)
+                out += util::format("    {:<22} unreachable: {}\n", s.server, s.error);
+            else if (!s.token)
+                out += util::format("    {:<22} free\n", s.server);
+            else
+                out += util::format("    {:<22} {} {}\n", s.server,
+                                    s.token == view.token ? "held" : "other token",
+                                    ttl_text(s.ttl_ms));
+        }
+    }
+}
+
+std::string clip(std::string text, size_t width) {
+    if (text.size() <= width)
+        return text;
+    return text.substr(0, width - 1) + "~";
+}
+
+void print_stdout(const std::string& text) {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+}
+
+} // namespace
+
+int status_command(const StatusOptions& options, const config::Config& config) {
+    auto conns = redis::connect_all(config.servers);
+    std::vector<lock::LockView> views;
+    for (const auto& name : options.names)
+        views.push_back(lock::inspect(conns, config.key_prefix, name));
+
+    std::string out;
+    if (options.json) {
+        util::JsonWriter json;
+        json.begin_object().key("locks").begin_array();
+        for (const auto& v : views)
+            write_view(json, v);
+        json.end_array().end_object();
+        out = json.str();
+    } else {
+        for (const auto& v : views)
+            print_view(out, v);
+    }
+    print_stdout(out);
+    for (const auto& v : views)
+        if (v.reachable == 0)
+            return report(lock::unreadable_error(v.servers));
+    return 0;
+}
+
+int list_command(const ListOptions& options, const config::Config& config) {
+    auto conns = redis::connect_all(config.servers);
+    auto found = lock::list_names(conns, config.key_prefix, options.pattern);
+    for (const auto& f : found.failures)
+        log::error("cannot list locks on {}: {}", f.server, f.error);
+    std::vector<lock::LockView> views;
+    for (const auto& name : found.names) {
+        auto view = lock::inspect(conns, config.key_prefix, name);
+        // A minority of stale keys is not a held lock (it can be acquired); skip those.
+        if (view.state != lock::LockState::free)
+            views.push_back(std::move(view));
+    }
+
+    std::string out;
+    if (options.json) {
+        util::JsonWriter json;
+        json.begin_object().key("locks").begin_array();
+        for (const auto& v : views)
+            write_view(json, v);
+        json.end_array().end_object();
+        out = json.str();
+    } else {
+        out += util::format("{:<24} {:<9} {:<22} {:<8} {}\n", "NAME", "TTL", "HOLDER", "HELD",
+                            "COMMAND");
+        for (const auto& v : views) {
+            std::string holder =
+                v.state == lock::LockState::unknown ? "(unknown state)"
+                : v.holder ? util::format("{}@{}:{}", v.holder->user, v.holder->host, v.holder->pid)
+                           : std::string("unknown");
+            std::optional<Millis> age;
+            if (v.holder)
+                age = age_of(v.holder->acquired_at);
+            out += util::format(
+                "{:<24} {:<9} {:<22} {:<8} {}\n", clip(v.name, 24),
+                v.state == lock::LockState::held ? human_duration(Millis(v.ttl_ms)) : "-",
+                clip(holder, 22), age ? human_duration(*age) : std::string("-"),
+                v.holder ? clip(v.holder->command, 80 - 24 - 9 - 22 - 8 - 4) : std::string("-"));
+        }
+    }
+    print_stdout(out);
+    if (found.scanned == 0 && !found.failures.empty())
+        return report(lock::unreadable_error(found.failures));
+    return 0;
+}
+
+} // namespace redlock::cli

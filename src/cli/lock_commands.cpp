@@ -1,0 +1,198 @@
+// acquire, extend and release: the lock as primitives for shell scripts, plus the
+// operator's forced release.
+
+#include <cstdio>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "cli/commands.hpp"
+#include "cli/common.hpp"
+#include "lock/holder.hpp"
+#include "lock/inspect.hpp"
+#include "lock/name.hpp"
+#include "redis/fanout.hpp"
+#include "util/fd.hpp"
+#include "util/format.hpp"
+#include "util/json.hpp"
+#include "util/log.hpp"
+#include "util/random.hpp"
+
+namespace redlock::cli {
+
+namespace {
+
+namespace log = util::log;
+using Vote = lock::ServerResult::Vote;
+
+// The command line of the process that ran `redlock acquire` (the script that will hold the
+// lock), from /proc; empty if it cannot be read.
+std::vector<std::string> parent_command() {
+    auto path = util::format("/proc/{}/cmdline", static_cast<long>(::getppid()));
+    util::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    std::vector<std::string> words;
+    if (!fd)
+        return words;
+    std::string data;
+    char buf[4096];
+    ssize_t n;
+    while ((n = ::read(fd.get(), buf, sizeof buf)) > 0 && data.size() < 64 * 1024)
+        data.append(buf, static_cast<size_t>(n));
+    size_t start = 0;
+    while (start < data.size()) {
+        auto end = data.find('\0', start);
+        if (end == std::string::npos)
+            end = data.size();
+        words.push_back(data.substr(start, end - start));
+        start = end + 1;
+    }
+    return words;
+}
+
+lock::Lock make_lock(const config::Config& config, const std::string& name, std::string token,
+                     std::chrono::milliseconds ttl, std::vector<std::string> holder = {}) {
+    return lock::Lock(config.servers, lock::lock_key(config.key_prefix, name),
+                      lock::companion_key(config.key_prefix, name, "meta"), std::move(token), ttl,
+                      std::move(holder));
+}
+
+void print_stdout(const std::string& text) {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+}
+
+// Asks on the terminal; anything but y/yes declines.
+bool confirm(const std::string& question) {
+    std::string prompt = "redlock: " + question + " [y/N] ";
+    ssize_t ignored = ::write(STDERR_FILENO, prompt.data(), prompt.size());
+    (void)ignored;
+    std::string answer;
+    char c;
+    while (::read(STDIN_FILENO, &c, 1) == 1 && c != '\n')
+        answer.push_back(c);
+    return answer == "y" || answer == "Y" || answer == "yes" || answer == "YES";
+}
+
+} // namespace
+
+int acquire_command(const AcquireOptions& options, const config::Config& config) {
+    auto signals = process::SignalEvents::open();
+    if (!signals)
+        return report(signals.error());
+    auto command = parent_command();
+    if (command.empty())
+        command = {"(redlock acquire)"};
+    // The holder is the script that asked: redlock itself exits right away.
+    auto holder = lock::current_holder(command, static_cast<long>(::getppid()));
+    holder.ttl_ms = options.ttl.count();
+    auto token = util::random_token();
+    auto lock =
+        make_lock(config, options.name, token, options.ttl, lock::holder_fields(holder, token));
+    auto acquired = acquire_waiting(lock, options.name, options.wait, *signals);
+    if (!acquired)
+        return report(acquired.error());
+    if (acquired->outcome == AcquireOutcome::interrupted)
+        return 128 + acquired->signal;
+    if (acquired->outcome == AcquireOutcome::conflict)
+        return options.conflict_exit_code;
+    if (options.json) {
+        util::JsonWriter json;
+        json.begin_object()
+            .field("name", options.name)
+            .field("key", lock.key())
+            .field("token", token)
+            .field("ttl_ms", options.ttl.count())
+            .field("acquired_at", holder.acquired_at)
+            .end_object();
+        print_stdout(json.str());
+    } else {
+        print_stdout(token + "\n");
+    }
+    return 0;
+}
+
+int extend_command(const ExtendOptions& options, const config::Config& config) {
+    auto lock = make_lock(config, options.name, options.token, options.ttl);
+    switch (lock.extend(options.ttl)) {
+    case lock::RenewStatus::renewed:
+        log::verbose("extended '{}' to {}: {}", options.name, human_duration(options.ttl),
+                     lock::describe_round(lock.last_round()));
+        return 0;
+    case lock::RenewStatus::not_ours:
+        log::note("lock '{}' is not held with that token (released, expired or taken over)",
+                  options.name);
+        return util::exit_code::conflict;
+    default: {
+        auto error = lock::quorum_error(lock.last_round());
+        // Some servers answered but not a majority for us: that is "not ours", not an outage.
+        size_t answered = 0;
+        for (const auto& s : lock.last_round())
+            answered += s.vote == Vote::yes || s.vote == Vote::no;
+        if (answered >= lock.server_count() / 2 + 1) {
+            log::note("lock '{}' is not held with that token on a majority of servers",
+                      options.name);
+            return util::exit_code::conflict;
+        }
+        return report(util::Error{
+            error.kind, util::format("cannot extend '{}': {}", options.name, error.message)});
+    }
+    }
+}
+
+int release_command(const ReleaseOptions& options, const config::Config& config) {
+    if (!options.force) {
+        auto lock = make_lock(config, options.name, options.token, config.ttl);
+        auto results = lock.release();
+        size_t yes = 0, answered = 0;
+        for (const auto& r : results) {
+            yes += r.vote == Vote::yes;
+            answered += r.vote == Vote::yes || r.vote == Vote::no;
+        }
+        log::verbose("release '{}': {}", options.name, lock::describe_round(results));
+        if (yes > 0)
+            return 0;
+        if (answered >= results.size() / 2 + 1 || answered == results.size()) {
+            log::note("lock '{}' is not held with that token (already released or expired)",
+                      options.name);
+            return util::exit_code::conflict;
+        }
+        auto error = lock::quorum_error(results);
+        return report(util::Error{
+            error.kind, util::format("cannot release '{}': {}", options.name, error.message)});
+    }
+
+    auto conns = redis::connect_all(config.servers);
+    auto view = lock::inspect(conns, config.key_prefix, options.name);
+    if (view.reachable == 0)
+        return report(lock::unreadable_error(view.servers));
+    size_t holding = 0;
+    for (const auto& s : view.servers)
+        holding += s.token.has_value();
+    if (holding == 0) {
+        log::note("lock '{}' is free; nothing to release", options.name);
+        return 0;
+    }
+    std::string who = view.holder
+                          ? util::format("{}@{} (pid {}, since {}, running {})", view.holder->user,
+                                         view.holder->host, view.holder->pid,
+                                         view.holder->acquired_at, view.holder->command)
+                          : std::string("an unknown owner");
+    if (!options.yes && ::isatty(STDIN_FILENO) &&
+        !confirm(util::format("release lock '{}' held by {}?", options.name, who))) {
+        log::note("lock '{}' left as it is", options.name);
+        return util::exit_code::conflict;
+    }
+    size_t deleted = lock::force_release(conns, view);
+    std::string tokens;
+    for (const auto& s : view.servers)
+        if (s.token && tokens.find(*s.token) == std::string::npos)
+            tokens += (tokens.empty() ? "" : ", ") + *s.token;
+    print_stdout(util::format("released '{}' on {} of {} server{}: held by {}, token {}\n",
+                              options.name, deleted, view.servers.size(),
+                              view.servers.size() == 1 ? "" : "s", who, tokens));
+    if (deleted < holding)
+        log::note("the lock changed on {} server{} while it was being released; run status again",
+                  holding - deleted, holding - deleted == 1 ? "" : "s");
+    return 0;
+}
+
+} // namespace redlock::cli

@@ -1,0 +1,245 @@
+#include "doctor/doctor.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+
+#include "lock/scripts.hpp"
+#include "redis/fanout.hpp"
+#include "util/format.hpp"
+
+namespace redlock::doctor {
+
+namespace {
+
+using redis::Connection;
+
+const char* k_policies_that_keep_keys = "noeviction";
+
+// The reply of the last request if it is usable, else records why on the report.
+const redisReply* reply_of(const Connection& conn, ServerReport& report) {
+    const auto& outcome = conn.outcome();
+    if (!outcome || outcome->failure) {
+        if (report.reachable || report.error.empty()) {
+            report.reachable = false;
+            report.error = outcome && outcome->failure ? outcome->failure->detail : "no answer";
+            report.auth_error =
+                outcome && outcome->failure && outcome->failure->kind == redis::FailureKind::auth;
+        }
+        return nullptr;
+    }
+    return outcome->reply.get();
+}
+
+std::string info_field(std::string_view info, std::string_view name) {
+    std::string needle = std::string(name) + ":";
+    size_t pos = 0;
+    while ((pos = info.find(needle, pos)) != std::string_view::npos) {
+        if (pos == 0 || info[pos - 1] == '\n') {
+            auto start = pos + needle.size();
+            auto end = info.find_first_of("\r\n", start);
+            return std::string(info.substr(start, end - start));
+        }
+        pos += needle.size();
+    }
+    return {};
+}
+
+// CONFIG GET NAME answers [NAME, VALUE]; nullopt when the command is refused or renamed.
+std::optional<std::string> config_value(const redisReply* reply) {
+    if (!reply || reply->type != REDIS_REPLY_ARRAY || reply->elements != 2)
+        return std::nullopt;
+    return std::string(redis::text(*reply->element[1]));
+}
+
+void config_get(std::span<Connection> conns, std::vector<ServerReport>& reports,
+                std::string_view name, std::optional<std::string> ServerReport::*field) {
+    std::array<std::string_view, 3> argv{"CONFIG", "GET", name};
+    redis::request_all(conns, redis::encode_command(argv));
+    for (size_t i = 0; i < conns.size(); ++i)
+        if (reports[i].reachable)
+            reports[i].*field = config_value(reply_of(conns[i], reports[i]));
+}
+
+void judge(ServerReport& r, std::chrono::milliseconds ttl) {
+    // Eviction: lock keys carry a TTL, so volatile-* policies pick them as readily as
+    // allkeys-* ones. Only noeviction keeps them.
+    if (!r.maxmemory_policy) {
+        r.checks.push_back({"eviction", Level::note,
+                            "cannot read maxmemory-policy (CONFIG refused); make sure it is "
+                            "noeviction"});
+    } else if (*r.maxmemory_policy == k_policies_that_keep_keys) {
+        r.checks.push_back({"eviction", Level::ok, "maxmemory-policy noeviction"});
+    } else {
+        std::string limit = r.maxmemory && *r.maxmemory > 0
+                                ? util::format("maxmemory is {} bytes", *r.maxmemory)
+                                : std::string("no maxmemory limit is set yet, but one may be");
+        r.checks.push_back(
+            {"eviction", Level::risk,
+             util::format("maxmemory-policy {} can evict lock keys when memory runs out ({}); "
+                          "set maxmemory-policy noeviction",
+                          *r.maxmemory_policy, limit)});
+    }
+
+    if (r.role == "slave" || r.role == "replica")
+        r.checks.push_back({"replication", Level::risk,
+                            "this server is a replica: lock writes are refused or lost; point "
+                            "redlock at independent masters"});
+    else if (r.replicas > 0)
+        r.checks.push_back(
+            {"replication", Level::risk,
+             util::format("master with {} replica{}: a failover can promote a replica that "
+                          "never saw a lock and hand it to a second holder",
+                          r.replicas, r.replicas == 1 ? "" : "s")});
+    else
+        r.checks.push_back({"replication", Level::ok, "master without replicas"});
+
+    double allowance = static_cast<double>(ttl.count()) / 100.0 + 2.0;
+    if (!r.clock_offset_ms)
+        r.checks.push_back({"clock", Level::note, "cannot read the server's TIME"});
+    else if (std::fabs(*r.clock_offset_ms) > allowance)
+        r.checks.push_back(
+            {"clock", Level::risk,
+             util::format("clock offset {:+.1f}ms exceeds the drift allowance of {:.1f}ms for a "
+                          "{}ms ttl; synchronise clocks (NTP)",
+                          *r.clock_offset_ms, allowance, ttl.count())});
+    else
+        r.checks.push_back({"clock", Level::ok,
+                            util::format("clock offset {:+.1f}ms (allowance {:.1f}ms)",
+                                         *r.clock_offset_ms, allowance)});
+
+    if (!r.appendonly)
+        r.checks.push_back({"persistence", Level::note, "cannot read appendonly (CONFIG refused)"});
+    else if (*r.appendonly == "yes" && r.appendfsync == "always")
+        r.checks.push_back({"persistence", Level::ok,
+                            "appendonly yes, appendfsync always: locks survive a restart"});
+    else if (*r.appendonly == "yes")
+        r.checks.push_back(
+            {"persistence", Level::note,
+             util::format("appendonly yes, appendfsync {}: a crash can lose the last locks "
+                          "written; use appendfsync always, or restart this server only after "
+                          "the longest lock ttl has passed",
+                          r.appendfsync.value_or("unknown"))});
+    else
+        r.checks.push_back({"persistence", Level::note,
+                            "appendonly no: a restart forgets every lock; restart this server "
+                            "only after the longest lock ttl has passed, or enable appendonly yes "
+                            "with appendfsync always"});
+
+    r.checks.push_back({"scripts", r.scripts_ok ? Level::ok : Level::risk,
+                        r.scripts_ok ? "lock scripts load"
+                                     : "lock scripts do not load (is EVAL/SCRIPT allowed for "
+                                       "this user?): " +
+                                           r.error});
+}
+
+} // namespace
+
+const char* level_name(Level level) {
+    switch (level) {
+    case Level::ok:
+        return "ok";
+    case Level::note:
+        return "note";
+    case Level::risk:
+        break;
+    }
+    return "risk";
+}
+
+std::vector<ServerReport> examine(std::span<Connection> conns, std::chrono::milliseconds ttl) {
+    std::vector<ServerReport> reports(conns.size());
+    for (size_t i = 0; i < conns.size(); ++i) {
+        reports[i].server = conns[i].name();
+        reports[i].reachable = true;
+    }
+
+    // Round-trip latency: the median of a few PINGs (the first one also connects).
+    std::array<std::string_view, 1> ping{"PING"};
+    redis::request_all(conns, redis::encode_command(ping));
+    std::vector<std::vector<double>> samples(conns.size());
+    for (int n = 0; n < 5; ++n) {
+        redis::request_all(conns, redis::encode_command(ping));
+        for (size_t i = 0; i < conns.size(); ++i)
+            if (reply_of(conns[i], reports[i]))
+                samples[i].push_back(
+                    std::chrono::duration<double, std::milli>(conns[i].outcome()->latency).count());
+    }
+    for (size_t i = 0; i < conns.size(); ++i) {
+        auto& s = samples[i];
+        if (s.empty())
+            continue;
+        std::ranges::sort(s);
+        reports[i].latency_ms = s[s.size() / 2];
+    }
+
+    std::array<std::string_view, 2> info_server{"INFO", "server"};
+    redis::request_all(conns, redis::encode_command(info_server));
+    for (size_t i = 0; i < conns.size(); ++i)
+        if (const auto* r = reply_of(conns[i], reports[i]); r && !redis::is_error(*r))
+            reports[i].version = info_field(redis::text(*r), "redis_version");
+
+    std::array<std::string_view, 2> info_repl{"INFO", "replication"};
+    redis::request_all(conns, redis::encode_command(info_repl));
+    for (size_t i = 0; i < conns.size(); ++i)
+        if (const auto* r = reply_of(conns[i], reports[i]); r && !redis::is_error(*r)) {
+            reports[i].role = info_field(redis::text(*r), "role");
+            reports[i].replicas =
+                std::strtol(info_field(redis::text(*r), "connected_slaves").c_str(), nullptr, 10);
+        }
+
+    config_get(conns, reports, "maxmemory-policy", &ServerReport::maxmemory_policy);
+    {
+        std::array<std::string_view, 3> argv{"CONFIG", "GET", "maxmemory"};
+        redis::request_all(conns, redis::encode_command(argv));
+        for (size_t i = 0; i < conns.size(); ++i)
+            if (reports[i].reachable)
+                if (auto v = config_value(reply_of(conns[i], reports[i])))
+                    reports[i].maxmemory = std::strtoll(v->c_str(), nullptr, 10);
+    }
+    config_get(conns, reports, "appendonly", &ServerReport::appendonly);
+    config_get(conns, reports, "appendfsync", &ServerReport::appendfsync);
+
+    // Clock offset: the server's TIME against the midpoint of our request's round trip.
+    std::array<std::string_view, 1> time{"TIME"};
+    auto before = std::chrono::system_clock::now();
+    redis::request_all(conns, redis::encode_command(time));
+    for (size_t i = 0; i < conns.size(); ++i) {
+        const auto* r = reply_of(conns[i], reports[i]);
+        if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2)
+            continue;
+        double server_us =
+            std::strtod(std::string(redis::text(*r->element[0])).c_str(), nullptr) * 1e6 +
+            std::strtod(std::string(redis::text(*r->element[1])).c_str(), nullptr);
+        auto midpoint = before + conns[i].outcome()->latency / 2;
+        double local_us = static_cast<double>(
+            std::chrono::duration_cast<std::chrono::microseconds>(midpoint.time_since_epoch())
+                .count());
+        reports[i].clock_offset_ms = (server_us - local_us) / 1000.0;
+    }
+
+    for (auto& r : reports)
+        r.scripts_ok = r.reachable;
+    for (const auto* script : {&lock::k_acquire_script, &lock::k_renew_script,
+                               &lock::k_release_script, &lock::k_inspect_script}) {
+        std::array<std::string_view, 3> argv{"SCRIPT", "LOAD", script->source};
+        redis::request_all(conns, redis::encode_command(argv));
+        for (size_t i = 0; i < conns.size(); ++i) {
+            const auto* r = reply_of(conns[i], reports[i]);
+            if (!r)
+                continue;
+            if (redis::text(*r) != script->sha1) {
+                reports[i].scripts_ok = false;
+                if (reports[i].error.empty())
+                    reports[i].error = redis::describe(*r);
+            }
+        }
+    }
+
+    for (auto& r : reports)
+        if (r.reachable)
+            judge(r, ttl);
+    return reports;
+}
+
+} // namespace redlock::doctor

@@ -1,0 +1,48 @@
+#pragma once
+// `redlock doctor`: checks each configured server for what makes a lock unsafe in normal
+// operation (an eviction policy that can drop lock keys, replication, clock offset,
+// scripts that do not load) and for what depends on how servers restart (persistence).
+
+#include <chrono>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "redis/connection.hpp"
+
+namespace redlock::doctor {
+
+enum class Level { ok, note, risk };
+
+[[nodiscard]] const char* level_name(Level level);
+
+struct Check {
+    std::string name; // "eviction", "replication", "clock", "persistence", "scripts"
+    Level level = Level::ok;
+    std::string message;
+};
+
+struct ServerReport {
+    std::string server;
+    bool reachable = false;
+    bool auth_error = false;
+    std::string error;
+    std::string version;
+    std::string role;
+    long replicas = 0;
+    double latency_ms = 0;                 // median PING round trip
+    std::optional<double> clock_offset_ms; // server clock minus ours
+    std::optional<std::string> maxmemory_policy;
+    std::optional<long long> maxmemory;
+    std::optional<std::string> appendonly;
+    std::optional<std::string> appendfsync;
+    bool scripts_ok = false;
+    std::vector<Check> checks;
+};
+
+// Examines every server at once. `ttl` sets the clock-drift allowance (ttl*1% + 2ms).
+[[nodiscard]] std::vector<ServerReport> examine(std::span<redis::Connection> conns,
+                                                std::chrono::milliseconds ttl);
+
+} // namespace redlock::doctor

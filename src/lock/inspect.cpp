@@ -1,0 +1,229 @@
+#include "lock/inspect.hpp"
+
+#include <algorithm>
+#include <array>
+#include <map>
+#include <set>
+
+#include "lock/name.hpp"
+#include "lock/scripts.hpp"
+#include "redis/fanout.hpp"
+#include "util/format.hpp"
+
+namespace redlock::lock {
+
+namespace {
+
+std::string script_command(const Script& script, bool by_sha, std::string_view key,
+                           std::string_view meta_key, std::string_view arg = {}) {
+    std::vector<std::string_view> argv{by_sha ? "EVALSHA" : "EVAL",
+                                       by_sha ? script.sha1 : script.source, "2", key, meta_key};
+    if (!arg.empty())
+        argv.push_back(arg);
+    return redis::encode_command(argv);
+}
+
+// Fills reachability and error from a connection's outcome; returns the reply if usable.
+const redisReply* read_outcome(const redis::Connection& conn, ServerView& view) {
+    view.server = conn.name();
+    const auto& outcome = conn.outcome();
+    if (!outcome) {
+        view.error = "no answer";
+        return nullptr;
+    }
+    if (outcome->failure) {
+        view.error = outcome->failure->detail;
+        view.auth_error = outcome->failure->kind == redis::FailureKind::auth;
+        return nullptr;
+    }
+    if (redis::is_error(*outcome->reply)) {
+        view.error = std::string(redis::text(*outcome->reply));
+        view.auth_error = redis::is_auth_error(*outcome->reply);
+        return nullptr;
+    }
+    view.reachable = true;
+    return outcome->reply.get();
+}
+
+std::string glob_escape(std::string_view text) {
+    std::string out;
+    for (char c : text) {
+        if (c == '*' || c == '?' || c == '[' || c == ']' || c == '\\')
+            out.push_back('\\');
+        out.push_back(c);
+    }
+    return out;
+}
+
+} // namespace
+
+const char* state_name(LockState state) {
+    switch (state) {
+    case LockState::free:
+        return "free";
+    case LockState::held:
+        return "held";
+    case LockState::unknown:
+        break;
+    }
+    return "unknown";
+}
+
+LockView inspect(std::span<redis::Connection> conns, std::string_view prefix,
+                 std::string_view name) {
+    LockView view;
+    view.name = std::string(name);
+    view.key = lock_key(prefix, name);
+    auto meta_key = companion_key(prefix, name, "meta");
+    redis::request_all(conns, script_command(k_inspect_script, true, view.key, meta_key),
+                       script_command(k_inspect_script, false, view.key, meta_key));
+
+    std::map<std::string, std::vector<long long>> ttls_by_token;
+    size_t free_servers = 0;
+    for (const auto& conn : conns) {
+        ServerView sv;
+        const redisReply* reply = read_outcome(conn, sv);
+        if (reply && (reply->type != REDIS_REPLY_ARRAY || reply->elements != 3)) {
+            sv.reachable = false;
+            sv.error = "unexpected reply " + redis::describe(*reply);
+            reply = nullptr;
+        }
+        if (reply) {
+            ++view.reachable;
+            const redisReply* token = reply->element[0];
+            if (token->type == REDIS_REPLY_STRING) {
+                sv.token = std::string(redis::text(*token));
+                sv.ttl_ms = reply->element[1]->integer;
+                std::map<std::string, std::string> fields;
+                const redisReply* meta = reply->element[2];
+                for (size_t i = 0; meta->type == REDIS_REPLY_ARRAY && i + 1 < meta->elements;
+                     i += 2)
+                    fields[std::string(redis::text(*meta->element[i]))] =
+                        std::string(redis::text(*meta->element[i + 1]));
+                sv.holder = parse_holder(fields, *sv.token);
+                ttls_by_token[*sv.token].push_back(sv.ttl_ms);
+            } else {
+                ++free_servers;
+            }
+        }
+        view.servers.push_back(std::move(sv));
+    }
+
+    size_t majority = conns.size() / 2 + 1;
+    for (auto& [token, ttls] : ttls_by_token) {
+        if (ttls.size() < majority)
+            continue;
+        view.state = LockState::held;
+        view.token = token;
+        // Held until fewer than a majority still hold it: the majority-th longest TTL.
+        std::ranges::sort(ttls, std::greater<>());
+        view.ttl_ms = ttls[majority - 1];
+        for (const auto& sv : view.servers)
+            if (sv.token == token && sv.holder) {
+                view.holder = sv.holder;
+                break;
+            }
+    }
+    if (view.state != LockState::held && free_servers >= majority)
+        view.state = LockState::free;
+    return view;
+}
+
+ListResult list_names(std::span<redis::Connection> conns, std::string_view prefix,
+                      std::string_view pattern) {
+    ListResult result;
+    std::set<std::string> names;
+    std::vector<std::string> cursors(conns.size(), "0");
+    std::vector<bool> done(conns.size(), false);
+    const std::string match = glob_escape(prefix) + std::string(pattern);
+    // SCAN visits every key present for the whole scan at least once; the bound only stops
+    // a misbehaving server from keeping us forever.
+    for (int round = 0; round < 1'000'000; ++round) {
+        auto now = redis::Clock::now();
+        bool any = false;
+        for (size_t i = 0; i < conns.size(); ++i) {
+            if (done[i])
+                continue;
+            std::array<std::string_view, 6> argv{"SCAN", cursors[i], "MATCH",
+                                                 match,  "COUNT",    "1000"};
+            conns[i].start(redis::encode_command(argv), {}, now);
+            any = true;
+        }
+        if (!any)
+            break;
+        (void)redis::wait(conns, [] { return false; });
+        for (size_t i = 0; i < conns.size(); ++i) {
+            if (done[i])
+                continue;
+            ServerView sv;
+            const redisReply* reply = read_outcome(conns[i], sv);
+            if (reply && (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2)) {
+                sv.reachable = false;
+                sv.error = "unexpected reply to SCAN";
+                reply = nullptr;
+            }
+            if (!reply) {
+                done[i] = true;
+                result.failures.push_back(std::move(sv));
+                continue;
+            }
+            cursors[i] = std::string(redis::text(*reply->element[0]));
+            const redisReply* keys = reply->element[1];
+            for (size_t k = 0; keys->type == REDIS_REPLY_ARRAY && k < keys->elements; ++k) {
+                auto key = redis::text(*keys->element[k]);
+                if (!key.starts_with(prefix))
+                    continue;
+                auto name = key.substr(prefix.size());
+                if (validate_name(name))
+                    names.emplace(name);
+            }
+            if (cursors[i] == "0") {
+                done[i] = true;
+                ++result.scanned;
+            }
+        }
+    }
+    result.names.assign(names.begin(), names.end());
+    return result;
+}
+
+size_t force_release(std::span<redis::Connection> conns, const LockView& view) {
+    auto meta_key =
+        companion_key(view.key.substr(0, view.key.size() - view.name.size()), view.name, "meta");
+    auto now = redis::Clock::now();
+    for (size_t i = 0; i < conns.size() && i < view.servers.size(); ++i) {
+        const auto& token = view.servers[i].token;
+        if (!token)
+            continue;
+        conns[i].start(script_command(k_release_script, true, view.key, meta_key, *token),
+                       script_command(k_release_script, false, view.key, meta_key, *token), now);
+    }
+    (void)redis::wait(conns, [] { return false; });
+    size_t deleted = 0;
+    for (size_t i = 0; i < conns.size() && i < view.servers.size(); ++i) {
+        if (!view.servers[i].token)
+            continue;
+        const auto& outcome = conns[i].outcome();
+        if (outcome && outcome->reply && outcome->reply->type == REDIS_REPLY_INTEGER &&
+            outcome->reply->integer == 1)
+            ++deleted;
+    }
+    return deleted;
+}
+
+util::Error unreadable_error(const std::vector<ServerView>& servers) {
+    bool auth = false;
+    std::string causes;
+    for (const auto& s : servers) {
+        if (s.reachable)
+            continue;
+        auth |= s.auth_error;
+        if (!causes.empty())
+            causes += "; ";
+        causes += s.server + ": " + s.error;
+    }
+    return util::Error{auth ? util::ErrorKind::auth : util::ErrorKind::unavailable,
+                       util::format("no server could be read ({})", causes)};
+}
+
+} // namespace redlock::lock

@@ -1,0 +1,63 @@
+#pragma once
+// Reading locks without taking them: who holds a lock on each server, merged into one view
+// by the same majority rule the lock itself uses; listing locks with SCAN; removing a lock
+// by force (compare-and-delete of exactly the tokens that were shown).
+
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "lock/holder.hpp"
+#include "redis/connection.hpp"
+#include "util/error.hpp"
+
+namespace redlock::lock {
+
+struct ServerView {
+    std::string server;
+    bool reachable = false;
+    std::string error; // why it could not be read
+    bool auth_error = false;
+    std::optional<std::string> token; // nullopt: free on this server
+    long long ttl_ms = -2;            // PTTL: -2 free, -1 no expiry
+    std::optional<Holder> holder;
+};
+
+enum class LockState { free, held, unknown };
+
+struct LockView {
+    std::string name;
+    std::string key;
+    LockState state = LockState::unknown;
+    std::optional<std::string> token; // the majority's token when held
+    long long ttl_ms = -2;            // until fewer than a majority hold it
+    std::optional<Holder> holder;     // nullopt when held by a client without metadata
+    std::vector<ServerView> servers;
+    size_t reachable = 0;
+};
+
+[[nodiscard]] const char* state_name(LockState state);
+
+// Reads one lock on every server at once.
+[[nodiscard]] LockView inspect(std::span<redis::Connection> conns, std::string_view prefix,
+                               std::string_view name);
+
+// Names of the locks under `prefix` matching the glob `pattern`, from every server, merged
+// and sorted. Servers that could not be scanned are returned in `failures`.
+struct ListResult {
+    std::vector<std::string> names;
+    std::vector<ServerView> failures;
+    size_t scanned = 0;
+};
+[[nodiscard]] ListResult list_names(std::span<redis::Connection> conns, std::string_view prefix,
+                                    std::string_view pattern);
+
+// Deletes the lock on each server where it still holds the token `view` showed there.
+// Returns the number of servers where it was deleted.
+size_t force_release(std::span<redis::Connection> conns, const LockView& view);
+
+// The error when no server could be read at all (unavailable, or auth).
+[[nodiscard]] util::Error unreadable_error(const std::vector<ServerView>& servers);
+
+} // namespace redlock::lock
