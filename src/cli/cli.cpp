@@ -1,5 +1,6 @@
 #include "cli/cli.hpp"
 
+#include <charconv>
 #include <cstring>
 #include <iostream>
 
@@ -32,10 +33,10 @@ struct GlobalOptions {
 
 struct RunArgs {
     std::string key;
-    std::string ttl;
-    std::string wait;
+    std::optional<std::string> ttl; // set when given, even if empty
+    std::optional<std::string> wait;
     bool no_wait = false;
-    int conflict_exit_code = util::exit_code::conflict;
+    std::optional<std::string> conflict_exit_code;
     std::vector<std::string> program;
 };
 
@@ -102,16 +103,16 @@ util::Expected<std::string> one_name(const std::vector<std::string>& positional,
 }
 
 util::Expected<std::optional<std::chrono::milliseconds>>
-optional_duration(const std::string& text) {
-    if (text.empty())
+optional_duration(const std::optional<std::string>& text) {
+    if (!text)
         return std::optional<std::chrono::milliseconds>();
-    auto d = util::parse_duration(text);
+    auto d = util::parse_duration(*text);
     if (!d)
         return std::unexpected(d.error());
     return std::optional(*d);
 }
 
-util::Expected<std::chrono::milliseconds> ttl_or_default(const std::string& text,
+util::Expected<std::chrono::milliseconds> ttl_or_default(const std::optional<std::string>& text,
                                                          std::chrono::milliseconds fallback) {
     auto ttl = optional_duration(text);
     if (!ttl)
@@ -126,7 +127,7 @@ util::Expected<std::chrono::milliseconds> ttl_or_default(const std::string& text
 
 // --wait as the commands that acquire read it; -w 0 means the same as -n, as in flock(1).
 util::Expected<std::optional<std::chrono::milliseconds>>
-wait_option(const std::string& text, bool no_wait,
+wait_option(const std::optional<std::string>& text, bool no_wait,
             std::optional<std::chrono::milliseconds> fallback) {
     if (no_wait)
         return std::optional(std::chrono::milliseconds(0));
@@ -134,6 +135,18 @@ wait_option(const std::string& text, bool no_wait,
     if (!wait)
         return std::unexpected(wait.error());
     return *wait ? *wait : fallback;
+}
+
+// -E N: an exit status, 0-255 (as flock(1) checks).
+util::Expected<int> conflict_exit_code(const std::optional<std::string>& text) {
+    if (!text)
+        return util::exit_code::conflict;
+    int value = -1;
+    auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), value);
+    if (ec != std::errc() || end != text->data() + text->size() || value < 0 || value > 255)
+        return util::fail(util::ErrorKind::usage,
+                          util::format("invalid exit code '{}' for -E: expected 0 to 255", *text));
+    return value;
 }
 
 util::Expected<RunOptions> make_run_options(const RunArgs& args, const config::Config& cfg) {
@@ -149,7 +162,10 @@ util::Expected<RunOptions> make_run_options(const RunArgs& args, const config::C
     if (!wait)
         return std::unexpected(wait.error());
     options.wait = *wait;
-    options.conflict_exit_code = args.conflict_exit_code;
+    auto code = conflict_exit_code(args.conflict_exit_code);
+    if (!code)
+        return std::unexpected(code.error());
+    options.conflict_exit_code = *code;
     options.program = args.program;
     if (options.program.empty())
         return util::fail(util::ErrorKind::usage,
@@ -161,10 +177,10 @@ util::Expected<RunOptions> make_run_options(const RunArgs& args, const config::C
 struct CommandArgs {
     std::vector<std::string> names;
     std::vector<std::string> keys;
-    std::string ttl;
-    std::string wait;
+    std::optional<std::string> ttl; // set when given, even if empty
+    std::optional<std::string> wait;
     bool no_wait = false;
-    int conflict_exit_code = util::exit_code::conflict;
+    std::optional<std::string> conflict_exit_code;
     std::string token;
     std::string pattern = "*";
     bool force = false;
@@ -187,16 +203,28 @@ void add_json_option(CLI::App* cmd, CommandArgs& args) {
     cmd->add_flag("--json", args.json, "Print one JSON document (see redlock(1))");
 }
 
-void add_wait_options(CLI::App* cmd, std::string& wait_text, bool& no_wait, int& exit_code) {
-    auto* wait = cmd->add_option("-w,--wait,--timeout", wait_text,
+// A string option whose presence matters even when its value is empty ("-t ''" is an error,
+// not "use the default").
+CLI::Option* add_text_option(CLI::App* cmd, const std::string& names,
+                             std::optional<std::string>& target, const std::string& help) {
+    return cmd->add_option_function<std::string>(
+        names, [&target](const std::string& value) { target = value; }, help);
+}
+
+void add_ttl_option(CLI::App* cmd, std::optional<std::string>& ttl, const std::string& help) {
+    add_text_option(cmd, "-t,--ttl", ttl, help)->type_name("DURATION");
+}
+
+void add_wait_options(CLI::App* cmd, std::optional<std::string>& wait_text, bool& no_wait,
+                      std::optional<std::string>& exit_code) {
+    auto* wait = add_text_option(cmd, "-w,--wait,--timeout", wait_text,
                                  "Wait at most this long for the lock (default: forever)")
                      ->type_name("DURATION");
     cmd->add_flag("-n,--no-wait,--nonblock", no_wait, "Fail at once if the lock is held")
         ->excludes(wait);
-    cmd->add_option("-E,--conflict-exit-code", exit_code,
+    add_text_option(cmd, "-E,--conflict-exit-code", exit_code,
                     "Exit status when the lock is not acquired (75)")
-        ->type_name("N")
-        ->check(CLI::Range(0, 255));
+        ->type_name("N");
 }
 
 // Runs whichever command was chosen once the config is loaded.
@@ -237,8 +265,10 @@ int dispatch(CLI::App& app, const RunArgs& run_args, const CommandArgs& args,
         auto wait = wait_option(args.wait, args.no_wait, cfg.wait);
         if (!wait)
             return report(wait.error());
-        return acquire_command(
-            AcquireOptions{*name, *ttl, *wait, args.conflict_exit_code, args.json}, cfg);
+        auto code = conflict_exit_code(args.conflict_exit_code);
+        if (!code)
+            return report(code.error());
+        return acquire_command(AcquireOptions{*name, *ttl, *wait, *code, args.json}, cfg);
     }
     if (is("extend"))
         return extend_command(ExtendOptions{*name, args.token, *ttl}, cfg);
@@ -274,8 +304,7 @@ int main(int argc, char** argv) {
     RunArgs run_args;
     auto* run = app.add_subcommand("run", "Run PROGRAM while holding the lock");
     run->add_option("-k,--key", run_args.key, "The lock's name")->type_name("NAME")->required();
-    run->add_option("-t,--ttl", run_args.ttl, "Lease length, renewed while PROGRAM runs (30s)")
-        ->type_name("DURATION");
+    add_ttl_option(run, run_args.ttl, "Lease length, renewed while PROGRAM runs (30s)");
     add_wait_options(run, run_args.wait, run_args.no_wait, run_args.conflict_exit_code);
     run->add_option("program", run_args.program, "PROGRAM [ARG...]")->type_name("PROGRAM");
     // Options stop at PROGRAM, so its own flags are left alone (as with flock(1)).
@@ -293,8 +322,7 @@ int main(int argc, char** argv) {
 
     auto* acquire = app.add_subcommand("acquire", "Take a lock for a script; print its token");
     add_name_options(acquire, args, false);
-    acquire->add_option("-t,--ttl", args.ttl, "Lease length; the lock expires after it (30s)")
-        ->type_name("DURATION");
+    add_ttl_option(acquire, args.ttl, "Lease length; the lock expires after it (30s)");
     add_wait_options(acquire, args.wait, args.no_wait, args.conflict_exit_code);
     add_json_option(acquire, args);
 
@@ -303,8 +331,7 @@ int main(int argc, char** argv) {
     extend->add_option("--token", args.token, "The token acquire printed")
         ->type_name("TOKEN")
         ->required();
-    extend->add_option("-t,--ttl", args.ttl, "New remaining lease length (30s)")
-        ->type_name("DURATION");
+    add_ttl_option(extend, args.ttl, "New remaining lease length (30s)");
 
     auto* release =
         app.add_subcommand("release", "Release a lock (--token) or remove it (--force)");
@@ -325,9 +352,13 @@ int main(int argc, char** argv) {
     } catch (const CLI::CallForAllHelp& e) {
         return app.exit(e);
     } catch (const CLI::ParseError& e) {
+        // CLI11 writes "The following argument..." or "--opt: Value ..."; house style is
+        // lowercase text after "redlock: " (and after an option name).
         std::string what = e.what();
-        if (!what.empty())
-            what[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(what[0])));
+        size_t first = what.starts_with("-") ? what.find(": ") : std::string::npos;
+        first = first == std::string::npos ? 0 : first + 2;
+        if (first < what.size())
+            what[first] = static_cast<char>(std::tolower(static_cast<unsigned char>(what[first])));
         log::error("{} (try 'redlock --help')", what);
         return util::exit_code::usage;
     }

@@ -44,6 +44,8 @@ ServerResult classify(const redis::Connection& conn) {
         r.vote = Vote::failed;
         r.detail = std::string(redis::text(reply));
         r.auth_failure = redis::is_auth_error(reply);
+        if (r.auth_failure && !conn.server().url.password)
+            r.detail = "the server requires a password and none was given (" + r.detail + ")";
     } else if (reply.type == REDIS_REPLY_INTEGER && (reply.integer == 0 || reply.integer == 1)) {
         r.vote = reply.integer == 1 ? Vote::yes : Vote::no;
         r.detail = reply.integer == 1 ? "ok" : "not ours";

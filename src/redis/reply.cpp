@@ -29,7 +29,9 @@ bool is_auth_error(const redisReply& r) {
     auto t = text(r);
     return t.starts_with("NOAUTH") || t.starts_with("WRONGPASS") || t.starts_with("NOPERM") ||
            t.starts_with("ERR invalid password") || t.starts_with("ERR AUTH") ||
-           t.starts_with("ERR Client sent AUTH");
+           t.starts_with("ERR Client sent AUTH") ||
+           // Redis 7 cuts off an unauthenticated client sending a long command this way.
+           t.find("Protocol error: unauthenticated") != std::string_view::npos;
 }
 
 std::string describe(const redisReply& r) {
