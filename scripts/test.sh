@@ -2,7 +2,7 @@
 # Runs every check CI runs, in the order CI runs them (.ci/run calls only this):
 #   1. scripts/setup.sh (packages)
 #   2. clang-format --dry-run -Werror over the C++ files in src/ and tests/
-#   3. a -Werror Release build into build/ and the whole ctest suite
+#   3. a -Werror build into build/ and the whole ctest suite
 #   4. an ASan+UBSan build into build-asan/ and the whole ctest suite again
 #   5. a TSan build into build-tsan/ only if src/ starts threads
 # Every stage runs even when an earlier one failed, so one run shows everything; the
@@ -63,9 +63,10 @@ run_ctest() {
 build() {
     local dir=$1
     shift
-    cmake -S "$root" -B "$root/$dir" -DREDLOCK_BUILD_TESTS=ON "$@" >"$root/$dir.configure.log" 2>&1 ||
+    mkdir -p "$root/$dir"
+    cmake -S "$root" -B "$root/$dir" -DREDLOCK_BUILD_TESTS=ON "$@" >"$root/$dir/configure.log" 2>&1 ||
         {
-            cat "$root/$dir.configure.log"
+            cat "$root/$dir/configure.log"
             return 1
         }
     cmake --build "$root/$dir" -j"$jobs"
@@ -90,8 +91,11 @@ else
     summaries+=("format: FAILED (see the clang-format output above)")
 fi
 
-banner "build (Release, -Werror) into build/"
-if build build -DCMAKE_BUILD_TYPE=Release -DREDLOCK_WERROR=ON -DREDLOCK_SANITIZE=; then
+# RelWithDebInfo (-O2 -g), the project's default: g++ 12 at -O3 (Release) warns
+# -Wrestrict about std::string's operator+ inlined from libstdc++ (GCC bug 105651), a
+# false positive that -Werror would turn into a failure.
+banner "build (RelWithDebInfo, -Werror) into build/"
+if build build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DREDLOCK_WERROR=ON -DREDLOCK_SANITIZE=; then
     banner "ctest: build/"
     run_ctest build/ "werror"
 else
