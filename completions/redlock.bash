@@ -11,11 +11,11 @@ _redlock_command_opts() {
         run) echo '-k --key -t --ttl -w --wait --timeout -n --no-wait --nonblock
                    -E --conflict-exit-code' ;;
         status) echo '-k --key --json' ;;
-        list) echo '--pattern --json' ;;
+        list) echo '-p --pattern --json' ;;
         acquire) echo '-k --key -t --ttl -w --wait --timeout -n --no-wait --nonblock
                        -E --conflict-exit-code --json' ;;
         extend) echo '-k --key --token -t --ttl' ;;
-        release) echo '-k --key --token --force --yes' ;;
+        release) echo '-k --key --token -f --force -y --yes' ;;
         doctor) echo '--json' ;;
     esac
 }
@@ -66,7 +66,7 @@ _redlock() {
                 continue
                 ;;
             -k | --key | -t | --ttl | -w | --wait | --timeout | -E | --conflict-exit-code | \
-                --token | --pattern)
+                --token | -p | --pattern)
                 [[ -n $command ]] && ((i++))
                 continue
                 ;;
@@ -131,7 +131,7 @@ _redlock() {
             COMPREPLY=($(compgen -W '250ms 10s 30s 1m 5m 10m 30m 1h 2h' -- "$cur"))
             return
             ;;
-        -E | --conflict-exit-code | --token | --pattern)
+        -E | --conflict-exit-code | --token | -p | --pattern)
             return
             ;;
     esac

@@ -122,10 +122,10 @@ complete -c redlock -n '__redlock_using status' -l json -d 'Print one JSON docum
 complete -c redlock -n '__redlock_using extend' -l token -x -d 'The token that holds the lock'
 complete -c redlock -n '__redlock_using extend' -s t -l ttl -x -a $durations -d 'New lease length'
 complete -c redlock -n '__redlock_using release' -l token -x -d 'Release only with this token'
-complete -c redlock -n '__redlock_using release' -l force -d 'Remove the lock whoever holds it'
-complete -c redlock -n '__redlock_using release' -l yes -d 'Do not ask for confirmation'
+complete -c redlock -n '__redlock_using release' -s f -l force -d 'Remove the lock whoever holds it'
+complete -c redlock -n '__redlock_using release' -s y -l yes -d 'Do not ask for confirmation'
 
 # list, doctor
-complete -c redlock -n '__redlock_using list' -l pattern -x -d 'Only locks matching this glob'
+complete -c redlock -n '__redlock_using list' -s p -l pattern -x -d 'Only locks matching this glob'
 complete -c redlock -n '__redlock_using list' -l json -d 'Print one JSON document'
 complete -c redlock -n '__redlock_using doctor' -l json -d 'Print one JSON document'

@@ -1,0 +1,76 @@
+# Install layout and packaging (CPack DEB), included once at the end of the top-level
+# CMakeLists.txt, after install(TARGETS redlock). `cmake --install` honours --prefix and
+# DESTDIR; everything below is relative to the prefix.
+#
+#   bin/redlock
+#   share/man/man1/redlock.1, share/man/man5/redlock.toml.5
+#   share/bash-completion/completions/redlock     (loaded on demand by bash-completion)
+#   share/zsh/vendor-completions/_redlock         (on Debian's default zsh fpath)
+#   share/fish/vendor_completions.d/redlock.fish  (fish's vendor directory)
+#   share/doc/redlock/config.example.toml, share/doc/redlock/examples/
+
+install(FILES ${PROJECT_SOURCE_DIR}/man/redlock.1
+        DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
+install(FILES ${PROJECT_SOURCE_DIR}/man/redlock.toml.5
+        DESTINATION ${CMAKE_INSTALL_MANDIR}/man5)
+
+install(FILES ${PROJECT_SOURCE_DIR}/completions/redlock.bash
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions
+        RENAME redlock)
+install(FILES ${PROJECT_SOURCE_DIR}/completions/_redlock
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/zsh/vendor-completions)
+install(FILES ${PROJECT_SOURCE_DIR}/completions/redlock.fish
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/fish/vendor_completions.d)
+
+# The example config is documentation, not a live config: installing it as
+# /etc/redlock/config.toml would change behaviour for every user of the machine.
+install(FILES ${PROJECT_SOURCE_DIR}/config.example.toml
+        DESTINATION ${CMAKE_INSTALL_DOCDIR})
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/packaging/examples/
+        DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples)
+
+# --- Debian package: `cpack -G DEB` in the build directory -----------------------------
+set(CPACK_PACKAGE_NAME redlock)
+set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
+set(CPACK_PACKAGE_VENDOR "redlock developers")
+# Placeholder until the project has a real maintainer address.
+set(CPACK_PACKAGE_CONTACT "redlock maintainers <maintainers@redlock.invalid>")
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "${PROJECT_DESCRIPTION}")
+set(CPACK_GENERATOR DEB)
+set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
+set(CPACK_STRIP_FILES ON)
+
+set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT) # redlock_0.1.0_amd64.deb
+set(CPACK_DEBIAN_PACKAGE_SECTION utils)
+set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
+set(CPACK_DEBIAN_PACKAGE_SUGGESTS "redis-server")
+# dpkg's control format: the summary line, then the long description with each line
+# indented by one space.
+set(CPACK_DEBIAN_PACKAGE_DESCRIPTION "${PROJECT_DESCRIPTION}
+ redlock runs a command while holding a lock in Redis, so that a cron job, a systemd
+ timer or a CI step started on several machines runs at most once at a time: flock(1)
+ across hosts. The lease is renewed while the command runs, and the command is stopped
+ before the lease can expire if the lock is lost. With several independent Redis
+ servers it uses the Redlock algorithm. It also shows who holds a lock, releases
+ locks by hand, locks from shell scripts and checks that the servers are fit for
+ locking.")
+# Depends: computed from the binary's shared libraries by dpkg-shlibdeps on Debian; the
+# explicit list (Debian 12 names) is the fallback where dpkg-shlibdeps is missing.
+find_program(REDLOCK_DPKG_SHLIBDEPS dpkg-shlibdeps)
+mark_as_advanced(REDLOCK_DPKG_SHLIBDEPS)
+if(REDLOCK_DPKG_SHLIBDEPS)
+  set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+else()
+  set(CPACK_DEBIAN_PACKAGE_DEPENDS
+      "libc6 (>= 2.34), libstdc++6 (>= 12), libhiredis0.14 (>= 0.14.1), libtomlplusplus3 (>= 3.3.0)")
+endif()
+
+# `cpack --config CPackSourceConfig.cmake`: a source tarball without build trees.
+set(CPACK_SOURCE_GENERATOR TGZ)
+set(CPACK_SOURCE_IGNORE_FILES "/\\\\.git/" "/build[^/]*/" "\\\\.configure\\\\.log$" "__pycache__")
+
+include(CPack)
+
+if(REDLOCK_BUILD_TESTS)
+  include(${CMAKE_CURRENT_LIST_DIR}/tests.cmake)
+endif()
