@@ -430,11 +430,17 @@ class RedlockProcess:
         self._err = open(os.path.join(self.dir, "stderr"), "w+b")
         self.started = time.monotonic()
         self.ended = None
-        self.popen = subprocess.Popen(
-            self.args, env=env, cwd=cwd,
-            stdin=stdin if stdin is not None else subprocess.DEVNULL,
-            stdout=self._out, stderr=self._err, pass_fds=pass_fds,
-            preexec_fn=_die_with_parent)
+        try:
+            self.popen = subprocess.Popen(
+                self.args, env=env, cwd=cwd,
+                stdin=stdin if stdin is not None else subprocess.DEVNULL,
+                stdout=self._out, stderr=self._err, pass_fds=pass_fds,
+                preexec_fn=_die_with_parent)
+        except BaseException:
+            self._out.close()
+            self._err.close()
+            shutil.rmtree(self.dir, ignore_errors=True)
+            raise
 
     @property
     def pid(self):
