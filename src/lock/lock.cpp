@@ -1,5 +1,7 @@
 #include "lock/lock.hpp"
 
+#include <poll.h>
+
 #include "lock/scripts.hpp"
 #include "redis/fanout.hpp"
 #include "util/format.hpp"
@@ -82,8 +84,16 @@ Lock::Lock(const std::vector<config::ServerConfig>& servers, std::string key, st
 
 void Lock::send_all(const std::string& command, const std::string& fallback,
                     Clock::time_point now) {
-    for (auto& c : m_conns)
-        c.start(command, fallback, now);
+    // A connection about to be (re)made may reach a server that has never seen our scripts
+    // (first contact, or restarted empty). Its request goes as EVAL at once: an EVALSHA
+    // there needs a NOSCRIPT round trip, and a straggler abandoned once the round is decided
+    // would never send the fallback, so a release (or renewal) would silently not run.
+    for (auto& c : m_conns) {
+        if (c.fd() < 0 && !fallback.empty())
+            c.start(fallback, {}, now);
+        else
+            c.start(command, fallback, now);
+    }
 }
 
 Tally Lock::tally() const {
@@ -123,8 +133,17 @@ util::Expected<AcquireResult> Lock::acquire(int interrupt_fd) {
 
     auto sent = Clock::now();
     send_all(command, fallback, sent);
+    // Decided early only once the outcome can no longer change: a majority said yes, or
+    // enough servers answered that the lock is known to be held. "Too few answered" (69) is
+    // judged when every server answered or failed, so that a "held" still on its way is not
+    // mistaken for an outage, and the message names only servers that really failed.
     auto waited = redis::wait(
-        m_conns, [this] { return tally().decided(); }, interrupt_fd);
+        m_conns,
+        [this] {
+            Tally t = tally();
+            return t.won() || (t.lost() && t.yes + t.no >= t.majority());
+        },
+        interrupt_fd);
     auto done = Clock::now();
 
     AcquireResult result;
@@ -216,11 +235,24 @@ RenewStatus Lock::extend(Millis ttl) {
 
 std::vector<ServerResult> Lock::release() {
     std::vector<std::string> args{m_token};
-    send_all(script_call(k_release_script, true, m_key, m_meta_key, args),
-             script_call(k_release_script, false, m_key, m_meta_key, args), Clock::now());
-    (void)redis::wait(m_conns, [this] {
+    // Always EVAL: stragglers are abandoned without waiting for their reply, so the request
+    // must work without a NOSCRIPT fallback even on a server whose connection survived a
+    // restart unnoticed.
+    send_all(script_call(k_release_script, false, m_key, m_meta_key, args), {}, Clock::now());
+    // Once a majority answered, stragglers are not waited on, but only after the request was
+    // written to each of them: a connection still being (re)connected would otherwise be
+    // abandoned before the release ever left, and our key would stay there for its whole
+    // TTL. A frozen server still completes the connection (the kernel does), so this costs
+    // nothing there; a silent host is bounded by its connect timeout.
+    auto unsent = [this] {
+        for (const auto& c : m_conns)
+            if (c.busy() && (c.poll_events() & POLLOUT))
+                return true;
+        return false;
+    };
+    (void)redis::wait(m_conns, [&] {
         Tally t = tally();
-        return t.yes + t.no >= t.majority() || t.lost();
+        return (t.yes + t.no >= t.majority() || t.lost()) && !unsent();
     });
     auto results = collect();
     for (auto& r : results)
