@@ -44,16 +44,15 @@ set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT) # redlock_0.1.0_amd64.deb
 set(CPACK_DEBIAN_PACKAGE_SECTION utils)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 set(CPACK_DEBIAN_PACKAGE_SUGGESTS "redis-server")
-# dpkg's control format: the summary line, then the long description with each line
-# indented by one space.
-set(CPACK_DEBIAN_PACKAGE_DESCRIPTION "${PROJECT_DESCRIPTION}
- redlock runs a command while holding a lock in Redis, so that a cron job, a systemd
- timer or a CI step started on several machines runs at most once at a time: flock(1)
- across hosts. The lease is renewed while the command runs, and the command is stopped
- before the lease can expire if the lock is lost. With several independent Redis
- servers it uses the Redlock algorithm. It also shows who holds a lock, releases
- locks by hand, locks from shell scripts and checks that the servers are fit for
- locking.")
+# The long description under the summary line; CPack indents it for the control file.
+set(CPACK_DEBIAN_PACKAGE_DESCRIPTION
+"redlock runs a command while holding a lock in Redis, so that a cron job, a
+systemd timer or a CI step started on several machines runs at most once at a
+time: flock(1) across hosts. The lease is renewed while the command runs, and
+the command is stopped before the lease can expire if the lock is lost. With
+several independent Redis servers it uses the Redlock algorithm. It also shows
+who holds a lock, releases locks by hand, locks from shell scripts and checks
+that the servers are fit for locking.")
 # Depends: computed from the binary's shared libraries by dpkg-shlibdeps on Debian; the
 # explicit list (Debian 12 names) is the fallback where dpkg-shlibdeps is missing.
 find_program(REDLOCK_DPKG_SHLIBDEPS dpkg-shlibdeps)

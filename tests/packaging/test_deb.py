@@ -1,0 +1,109 @@
+"""The Debian package: CPack builds it from the build tree into a scratch directory; it
+declares the right metadata and dependencies, holds every installed file, and the
+binary runs from a root it was unpacked into with `dpkg -x`."""
+
+import glob
+import os
+import re
+import tempfile
+import unittest
+
+import support
+
+EXPECTED = [
+    "usr/bin/redlock",
+    "usr/share/man/man1/redlock.1",
+    "usr/share/man/man5/redlock.toml.5",
+    "usr/share/bash-completion/completions/redlock",
+    "usr/share/zsh/vendor-completions/_redlock",
+    "usr/share/fish/vendor_completions.d/redlock.fish",
+    "usr/share/doc/redlock/config.example.toml",
+    "usr/share/doc/redlock/examples/redlock-nightly.service",
+    "usr/share/doc/redlock/examples/redlock-nightly.timer",
+    "usr/share/doc/redlock/examples/crontab",
+]
+
+
+def project_version():
+    with open(os.path.join(support.SOURCE_DIR, "CMakeLists.txt")) as f:
+        return re.search(r"project\(redlock VERSION (\S+)", f.read()).group(1)
+
+
+class DebianPackage(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.addClassCleanup(cls.tmp.cleanup)
+        cls.out = os.path.join(cls.tmp.name, "out")
+        cls.root = os.path.join(cls.tmp.name, "root")
+        cls.deb = None
+
+    def setUp(self):
+        support.require_tool(self, "dpkg-deb")
+        support.require_tool(self, "dpkg-shlibdeps")
+        if DebianPackage.deb is None:
+            # The package comes from the build tree under test (CPack installs it into its
+            # own staging directory under -B); nothing is written into the source tree.
+            config = os.path.join(support.BUILD_DIR, "CPackConfig.cmake")
+            self.assertTrue(os.path.exists(config), f"{config} missing: is packaging/install.cmake included?")
+            support.run([support.CPACK, "-G", "DEB", "--config", config, "-B", self.out],
+                        timeout=240)
+            debs = glob.glob(os.path.join(self.out, "*.deb"))
+            self.assertEqual(len(debs), 1, debs)
+            DebianPackage.deb = debs[0]
+            support.run(["dpkg-deb", "-x", DebianPackage.deb, self.root], timeout=60)
+
+    def field(self, name):
+        return support.run(["dpkg-deb", "-f", self.deb, name], timeout=30).stdout.strip()
+
+    def test_file_name_and_metadata(self):
+        self.assertRegex(os.path.basename(self.deb),
+                         rf"^redlock_{re.escape(project_version())}_[a-z0-9]+\.deb$")
+        self.assertEqual(self.field("Package"), "redlock")
+        self.assertEqual(self.field("Version"), project_version())
+        self.assertEqual(self.field("Section"), "utils")
+        self.assertTrue(self.field("Maintainer"))
+        description = self.field("Description").splitlines()
+        self.assertGreater(len(description), 2, "a summary and a long description")
+        for line in description[1:]:
+            self.assertTrue(line.startswith(" ") and len(line) <= 80, repr(line))
+
+    def test_depends_on_the_shared_libraries_the_binary_uses(self):
+        depends = [d.strip().split()[0] for d in self.field("Depends").split(",")]
+        for package in ["libc6", "libstdc++6", "libhiredis0.14", "libtomlplusplus3"]:
+            self.assertIn(package, depends)
+
+    def test_holds_every_installed_file(self):
+        for path in EXPECTED:
+            self.assertTrue(os.path.isfile(os.path.join(self.root, path)), path)
+        listing = support.run(["dpkg-deb", "-c", self.deb], timeout=30).stdout
+        for line in listing.splitlines():
+            self.assertIn("root/root", line, "files belong to root")
+            path = line.split()[-1]
+            self.assertTrue(path.startswith("./usr/"), path)
+
+    def test_redlock_version_runs_from_the_scratch_root(self):
+        binary = os.path.join(self.root, "usr", "bin", "redlock")
+        self.assertTrue(os.access(binary, os.X_OK))
+        out = support.run([binary, "--version"], timeout=20).stdout
+        self.assertRegex(out, rf"^redlock {re.escape(project_version())} "
+                              r"\(hiredis \d+\.\d+\.\d+, TLS: (yes|no)\)\n$")
+        help_text = support.run([binary, "--help"], timeout=20).stdout
+        self.assertIn("run", help_text)
+
+    def test_binary_is_stripped(self):
+        binary = os.path.join(self.root, "usr", "bin", "redlock")
+        with open(binary, "rb") as f:
+            self.assertNotIn(b".debug_info", f.read())
+
+    def test_packaged_man_page_renders(self):
+        man = support.require_tool(self, "man")
+        env = support.clean_env()
+        env["MANWIDTH"] = "80"
+        page = os.path.join(self.root, "usr", "share", "man", "man1", "redlock.1")
+        result = support.run([man, "--warnings=w", "-l", page], timeout=60, env=env)
+        self.assertEqual(result.stderr, "")
+
+
+if __name__ == "__main__":
+    unittest.main()
