@@ -120,9 +120,13 @@ hyperfine_rounds() {
             args+=(-n "${names[i]}" "${cmds[i]}")
         done
         echo "-- round $((r + 1))/$rounds ($per_round runs per command)"
-        hyperfine -N --style basic --warmup "$warmup" --runs "$per_round" \
-            --export-json "$bench_tmp/round.$r.json" "${args[@]}" |
-            grep -E '^(Benchmark|  Time)' || true
+        if ! hyperfine -N --style basic --warmup "$warmup" --runs "$per_round" \
+            --export-json "$bench_tmp/round.$r.json" "${args[@]}" >"$bench_tmp/round.log" 2>&1; then
+            tail -n 20 "$bench_tmp/round.log" >&2
+            echo "bench: hyperfine failed (a command exited non-zero?)" >&2
+            exit 1
+        fi
+        grep -E '^(Benchmark|  Time)' "$bench_tmp/round.log" || true
         round_files+=("$bench_tmp/round.$r.json")
     done
     python3 - "$out" "${names[@]}" -- "${round_files[@]}" <<'PY'
