@@ -59,6 +59,26 @@ five=$(hf_median "$out" 2)
 seven=$(hf_median "$out" 3)
 frozen=$(hf_median "$out" 4)
 five_vs_one=$(ratio "$five" "$one")
+
+# The client's own cost per server, in instructions (callgrind; load does not move it):
+# wall time on a busy machine mostly measures how long each redis-server waits for a
+# CPU, and a majority of 5 must be scheduled where one server needed one wake-up.
+instructions() {
+    local pid
+    valgrind --tool=callgrind --trace-children=no --callgrind-out-file="$bench_tmp/cg.%p" \
+        "$@" >/dev/null 2>"$bench_tmp/cg.log" &
+    pid=$!
+    wait "$pid" || {
+        cat "$bench_tmp/cg.log" >&2
+        exit 1
+    }
+    python3 "$bench_dir/callgrind_by_object.py" "$bench_tmp/cg.$pid" 0 | sed -n 's/^total Ir: //p' | tr -d ,
+}
+if command -v valgrind >/dev/null; then
+    ir_one=$(instructions "$bin"$(servers 1) run -k bench -- true)
+    ir_five=$(instructions "$bin"$(servers 5) run -k bench -- true)
+    ir_seven=$(instructions "$bin"$(servers 7) run -k bench -- true)
+fi
 added_ms=$(python3 -c 'import sys; print(f"{(float(sys.argv[1]) - float(sys.argv[2])) * 1000:.2f}")' "$frozen" "$five")
 
 echo
@@ -70,4 +90,9 @@ echo "  7 servers            $(ms "$seven")   ($(ratio "$seven" "$one")x one ser
 echo "  5 servers, 1 frozen  $(ms "$frozen")"
 echo "5 servers / 1 server = $five_vs_one  (target <= 1.2: $(verdict "$five_vs_one" 1.2))"
 echo "one frozen server of 5 adds $added_ms ms to the median  (target < 5 ms: $(verdict "$added_ms" 4.999))"
+if [[ -n "${ir_one:-}" ]]; then
+    echo "instructions (redlock process alone): 1 server $ir_one, 5 servers $ir_five" \
+        "($(ratio "$ir_five" "$ir_one")x), 7 servers $ir_seven ($(ratio "$ir_seven" "$ir_one")x);" \
+        "$(((ir_five - ir_one) / 4)) per extra server"
+fi
 echo "JSON: $out"
