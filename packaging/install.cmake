@@ -53,15 +53,24 @@ the command is stopped before the lease can expire if the lock is lost. With
 several independent Redis servers it uses the Redlock algorithm. It also shows
 who holds a lock, releases locks by hand, locks from shell scripts and checks
 that the servers are fit for locking.")
-# Depends: computed from the binary's shared libraries by dpkg-shlibdeps on Debian; the
-# explicit list (Debian 12 names) is the fallback where dpkg-shlibdeps is missing.
+# Depends: computed from the binary's shared libraries by dpkg-shlibdeps on Debian, so it
+# follows the link mode (static libstdc++, header-only toml++). The explicit list (Debian
+# 12 names) is the fallback where dpkg-shlibdeps is missing; keep it in step with how
+# the binary links.
 find_program(REDLOCK_DPKG_SHLIBDEPS dpkg-shlibdeps)
 mark_as_advanced(REDLOCK_DPKG_SHLIBDEPS)
 if(REDLOCK_DPKG_SHLIBDEPS)
   set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 else()
-  set(CPACK_DEBIAN_PACKAGE_DEPENDS
-      "libc6 (>= 2.34), libstdc++6 (>= 12), libhiredis0.14 (>= 0.14.1), libtomlplusplus3 (>= 3.3.0)")
+  set(redlock_depends "libc6 (>= 2.34)" "libhiredis0.14 (>= 0.14.1)")
+  if(NOT REDLOCK_STATIC_LIBSTDCXX OR REDLOCK_SANITIZE)
+    list(APPEND redlock_depends "libstdc++6 (>= 12)" "libgcc-s1 (>= 3.0)")
+  endif()
+  get_target_property(redlock_core_links redlock_core LINK_LIBRARIES)
+  if("tomlplusplus::tomlplusplus" IN_LIST redlock_core_links)
+    list(APPEND redlock_depends "libtomlplusplus3 (>= 3.3.0)")
+  endif()
+  list(JOIN redlock_depends ", " CPACK_DEBIAN_PACKAGE_DEPENDS)
 endif()
 
 # `cpack --config CPackSourceConfig.cmake`: a source tarball without build trees.

@@ -99,7 +99,7 @@ class DebianPackage(unittest.TestCase):
         # libstdc++ or a header-only toml++ needs no package).
         depends = {d.strip().split()[0] for d in self.field("Depends").split(",")}
         binary = os.path.join(self.root, "usr", "bin", "redlock")
-        needed = re.findall(r"NEEDED\s+Shared library: \[([^\]]+)\]",
+        needed = re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]",
                             support.run(["readelf", "-d", binary], timeout=30).stdout)
         self.assertTrue(needed)
         packages = {}
