@@ -60,6 +60,15 @@ void print_stdout(const std::string& text) {
     std::fflush(stdout);
 }
 
+// A refused extend or release is an outage (69) only when too few servers can be reached.
+// Its round is decided as soon as a majority for our token is out of reach, cutting off
+// servers still on their way, so it cannot tell by itself: read the lock on every server.
+bool majority_reachable(const config::Config& config, const std::string& name) {
+    auto conns = redis::connect_all(config.servers);
+    auto view = lock::inspect(conns, config.key_prefix, name);
+    return view.reachable >= view.servers.size() / 2 + 1;
+}
+
 // Asks on the terminal; anything but y/yes declines.
 bool confirm(const std::string& question) {
     std::string prompt = "redlock: " + question + " [y/N] ";
@@ -127,7 +136,7 @@ int extend_command(const ExtendOptions& options, const config::Config& config) {
         size_t answered = 0;
         for (const auto& s : lock.last_round())
             answered += s.vote == Vote::yes || s.vote == Vote::no;
-        if (answered >= lock.server_count() / 2 + 1) {
+        if (answered >= lock.server_count() / 2 + 1 || majority_reachable(config, options.name)) {
             log::note("lock '{}' is not held with that token on a majority of servers",
                       options.name);
             return util::exit_code::conflict;
@@ -150,7 +159,8 @@ int release_command(const ReleaseOptions& options, const config::Config& config)
         log::verbose("release '{}': {}", options.name, lock::describe_round(results));
         if (yes > 0)
             return 0;
-        if (answered >= results.size() / 2 + 1 || answered == results.size()) {
+        if (answered >= results.size() / 2 + 1 || answered == results.size() ||
+            majority_reachable(config, options.name)) {
             log::note("lock '{}' is not held with that token (already released or expired)",
                       options.name);
             return util::exit_code::conflict;
