@@ -1,0 +1,179 @@
+"""`redlock doctor` against real servers: a clean one, an evicting one, replication,
+unreachable servers, and the --json shape (parsed back with json.loads)."""
+
+import json
+import unittest
+
+from redlock_e2e import E2ETest, RedisError, wait_until
+
+CLEAN = ["--maxmemory-policy", "noeviction", "--appendonly", "no"]
+LEVELS = {"ok", "note", "risk"}
+
+
+class DoctorTest(E2ETest):
+    def doctor(self, servers_or_urls, *args):
+        urls = [s if isinstance(s, str) else s.url() for s in servers_or_urls]
+        return self.run_redlock([a for u in urls for a in ("-s", u)] + ["doctor", *args])
+
+    def doctor_json(self, servers, expected_status):
+        r = self.doctor(servers, "--json")
+        self.assertStatus(r, expected_status)
+        try:
+            doc = json.loads(r.stdout)
+        except ValueError as e:
+            self.fail(f"stdout is not one JSON document ({e}): {r!r}")
+        self.assertIsInstance(doc["ok"], bool)
+        self.assertIsInstance(doc["risks"], int)
+        self.assertEqual(len(doc["servers"]), len(servers))
+        for s in doc["servers"]:
+            self.assertIsInstance(s["checks"], list)
+            for c in s["checks"]:
+                self.assertIsInstance(c["name"], str)
+                self.assertIn(c["level"], LEVELS)
+                self.assertIsInstance(c["message"], str)
+                self.assertTrue(c["message"])
+        return doc
+
+    @staticmethod
+    def checks(server_doc):
+        """{check name: check}, each name once."""
+        names = [c["name"] for c in server_doc["checks"]]
+        assert len(names) == len(set(names)), names
+        return {c["name"]: c for c in server_doc["checks"]}
+
+    def assertLinesFit(self, text):
+        for line in text.splitlines():
+            self.assertLessEqual(len(line), 80, f"line over 80 columns in:\n{text}")
+
+    # -----------------------------------------------------------------------------------
+
+    def test_a_clean_server_passes_with_a_persistence_note(self):
+        server = self.redis_server(extra_args=CLEAN)
+        r = self.doctor([server])
+        self.assertStatus(r, 0)
+        self.assertEqual(r.stderr, "")
+        self.assertIn(f"127.0.0.1:{server.port}", r.stdout)
+        self.assertLinesFit(r.stdout)
+        persistence = [l for l in r.stdout.splitlines() if "persistence" in l]
+        self.assertEqual(len(persistence), 1, r.stdout)
+        self.assertIn("note", persistence[0].lower())
+        self.assertIn("appendonly", persistence[0])
+        self.assertNotIn("RISK", r.stdout.upper().replace("RISKS", ""))
+
+        doc = self.doctor_json([server], 0)
+        self.assertIs(doc["ok"], True)
+        self.assertEqual(doc["risks"], 0)
+        checks = self.checks(doc["servers"][0])
+        for name in ("eviction", "replication", "clock", "persistence", "scripts"):
+            self.assertIn(name, checks)
+        self.assertEqual(checks["eviction"]["level"], "ok")
+        self.assertEqual(checks["replication"]["level"], "ok")
+        self.assertEqual(checks["clock"]["level"], "ok")
+        self.assertEqual(checks["scripts"]["level"], "ok")
+        self.assertEqual(checks["persistence"]["level"], "note")
+        self.assertIn("appendonly", checks["persistence"]["message"])
+        self.assertFalse([c for c in checks.values() if c["level"] == "risk"])
+        s = doc["servers"][0]
+        self.assertEqual(s["server"], f"127.0.0.1:{server.port}")
+        self.assertIs(s["reachable"], True)
+        self.assertEqual(s["maxmemory_policy"], "noeviction")
+        self.assertEqual(s["appendonly"], "no")
+        self.assertEqual(s["role"], "master")
+        # Doctor looks; it leaves no keys behind.
+        self.assertEqual(server.command("DBSIZE"), 0)
+
+    def test_an_evicting_policy_is_a_risk(self):
+        server = self.redis_server(extra_args=["--maxmemory-policy", "allkeys-lru"])
+        r = self.doctor([server])
+        self.assertStatus(r, 1)
+        self.assertLinesFit(r.stdout)
+        eviction = [l for l in r.stdout.splitlines() if "eviction" in l]
+        self.assertTrue(eviction, r.stdout)
+        self.assertIn("RISK", eviction[0].upper())
+        self.assertIn("allkeys-lru", r.stdout)
+
+        doc = self.doctor_json([server], 1)
+        self.assertIs(doc["ok"], False)
+        self.assertGreaterEqual(doc["risks"], 1)
+        checks = self.checks(doc["servers"][0])
+        self.assertEqual(checks["eviction"]["level"], "risk")
+        self.assertIn("allkeys-lru", checks["eviction"]["message"])
+        self.assertEqual(checks["replication"]["level"], "ok")
+
+    def test_volatile_policies_with_a_memory_limit_are_a_risk_too(self):
+        # Lock keys carry a TTL: volatile-* policies pick exactly them.
+        server = self.redis_server(extra_args=["--maxmemory-policy", "volatile-ttl",
+                                               "--maxmemory", "100mb"])
+        doc = self.doctor_json([server], 1)
+        self.assertEqual(self.checks(doc["servers"][0])["eviction"]["level"], "risk")
+
+    def test_one_risky_server_among_clean_ones_fails(self):
+        clean = [self.redis_server(extra_args=CLEAN) for _ in range(2)]
+        risky = self.redis_server(extra_args=["--maxmemory-policy", "allkeys-random"])
+        doc = self.doctor_json(clean + [risky], 1)
+        by_server = {s["server"]: s for s in doc["servers"]}
+        self.assertEqual(self.checks(by_server[f"127.0.0.1:{risky.port}"])["eviction"]["level"],
+                         "risk")
+        for s in clean:
+            self.assertEqual(self.checks(by_server[f"127.0.0.1:{s.port}"])["eviction"]["level"],
+                             "ok")
+
+    def test_an_unreachable_server_exits_69(self):
+        dead = self.redis_server()
+        dead_url, dead_name = dead.url(), f"127.0.0.1:{dead.port}"
+        dead.kill()
+        r = self.doctor([dead_url])
+        self.assertStatus(r, 69)
+        self.assertIn(dead_name, r.stdout + r.stderr)
+
+        # Next to a healthy server: still 69, and the healthy one is still examined.
+        good = self.redis_server(extra_args=CLEAN)
+        r = self.doctor([good, dead_url])
+        self.assertStatus(r, 69)
+        self.assertIn(dead_name, r.stdout + r.stderr)
+        self.assertIn(f"127.0.0.1:{good.port}", r.stdout)
+
+        doc = self.doctor_json([good, dead_url], 69)
+        self.assertIs(doc["ok"], False)
+        by_server = {s["server"]: s for s in doc["servers"]}
+        self.assertIs(by_server[dead_name]["reachable"], False)
+        self.assertTrue(by_server[dead_name]["error"])
+        self.assertIs(by_server[f"127.0.0.1:{good.port}"]["reachable"], True)
+        self.assertEqual(self.checks(by_server[f"127.0.0.1:{good.port}"])["eviction"]["level"],
+                         "ok")
+
+    def test_replication_is_a_risk_on_the_replica_and_on_the_master(self):
+        master = self.redis_server(extra_args=CLEAN + ["--repl-diskless-sync-delay", "0"])
+        replica = self.redis_server(
+            extra_args=CLEAN + ["--replicaof", "127.0.0.1", str(master.port)])
+
+        def replica_connected():
+            try:
+                info = master.command("INFO", "replication")
+            except (OSError, RedisError):
+                return False
+            return "connected_slaves:1\r\n" in info
+        wait_until(replica_connected, 30.0, 0.05, message="the replica to connect to the master")
+
+        for server, role in ((replica, "slave"), (master, "master")):
+            with self.subTest(role=role):
+                r = self.doctor([server])
+                self.assertStatus(r, 1)
+                self.assertLinesFit(r.stdout)
+                lines = [l for l in r.stdout.splitlines() if "replication" in l]
+                self.assertTrue(lines, r.stdout)
+                self.assertIn("RISK", lines[0].upper())
+
+                doc = self.doctor_json([server], 1)
+                self.assertIs(doc["ok"], False)
+                s = doc["servers"][0]
+                self.assertEqual(s["role"], role)
+                checks = self.checks(s)
+                self.assertEqual(checks["replication"]["level"], "risk",
+                                 checks["replication"])
+                self.assertEqual(checks["eviction"]["level"], "ok")
+        self.assertEqual(self.doctor_json([master], 1)["servers"][0]["replicas"], 1)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
