@@ -75,12 +75,15 @@ step "4. Two programs want the lock 'demo' at the same moment"
 say "Both run:  redlock -s $url run -k demo -n -- sh -c 'echo ...; sleep 2'"
 say "-n (--no-wait) means: if someone else holds the lock, give up at once (status 75)."
 say ""
-for who in A B; do
+contend() {
     "$redlock" -s "$url" run -k demo -n -- \
-        sh -c "echo \"  contender $who (pid \$\$) has the lock and works for 2 s\"; sleep 2" \
-        >"$tmp/$who.out" 2>"$tmp/$who.err" &
-    eval "pid_$who=$!"
-done
+        sh -c "echo \"  contender $1 (pid \$\$) has the lock and works for 2 s\"; sleep 2" \
+        >"$tmp/$1.out" 2>"$tmp/$1.err"
+}
+contend A &
+pid_A=$!
+contend B &
+pid_B=$!
 sleep 0.5
 say "While the winner works, Redis holds the key lock:demo = the winner's random token:"
 say "  $(redis-cli -p "$port" get lock:demo) $dim(expires in $(redis-cli -p "$port" pttl lock:demo) ms unless renewed)$off"

@@ -11,7 +11,7 @@
 # Environment: JOBS (default 2), CTEST_TIMEOUT (seconds for one whole ctest run, 1500).
 set -uo pipefail
 
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 root=$(pwd)
 jobs=${JOBS:-2}
 ctest_timeout=${CTEST_TIMEOUT:-1500}
