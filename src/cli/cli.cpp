@@ -196,7 +196,10 @@ namespace {
 void add_name_options(CLI::App* cmd, CommandArgs& args, bool many) {
     cmd->add_option("name", args.names, many ? "Lock names" : "The lock's name")
         ->type_name(many ? "NAME..." : "NAME");
-    cmd->add_option("-k,--key", args.keys, "The lock's name (same as NAME)")->type_name("NAME");
+    cmd->add_option("-k,--key", args.keys, "The lock's name (same as NAME)")
+        ->type_name("NAME")
+        ->allow_extra_args(false)
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
 }
 
 void add_json_option(CLI::App* cmd, CommandArgs& args) {
@@ -295,7 +298,8 @@ int main(int argc, char** argv) {
     app.add_option("-s,--server", global.servers,
                    "Redis server URL; repeat for Redlock (replaces the config's servers)")
         ->type_name("URL")
-        ->take_all();
+        ->allow_extra_args(false) // one URL per -s: PROGRAM is never taken for a URL
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
     app.add_flag("-v,--verbose", global.verbose, "Say what happens: acquire, renew, release");
     app.add_flag("-q,--quiet", global.quiet, "Silence redlock's notes (errors still print)");
     bool show_version = false;
