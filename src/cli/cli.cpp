@@ -85,6 +85,23 @@ util::Expected<config::Config> load(const GlobalOptions& global) {
                                                         cfg->command_timeout});
         }
     }
+    // The same server twice would count twice towards the quorum (and, as both copies
+    // answer for one key, a lock could never be taken): refuse it.
+    for (size_t i = 0; i < cfg->servers.size(); ++i)
+        for (size_t j = 0; j < i; ++j) {
+            const auto& a = cfg->servers[i].url;
+            const auto& b = cfg->servers[j].url;
+            if (a.host == b.host && a.port == b.port && a.socket_path == b.socket_path) {
+                auto message = util::format("server {} is listed more than once; Redlock needs "
+                                            "independent servers",
+                                            a.is_unix() ? a.socket_path
+                                                        : util::format("{}:{}", a.host, a.port));
+                if (global.servers.empty())
+                    return util::fail(util::ErrorKind::config,
+                                      util::format("{}: {}", cfg->source.string(), message));
+                return util::fail(util::ErrorKind::usage, message);
+            }
+        }
     return cfg;
 }
 
@@ -285,7 +302,27 @@ int dispatch(CLI::App& app, const RunArgs& run_args, const CommandArgs& args,
 
 } // namespace
 
+// The command named on the command line, found without CLI11: the first word that is not
+// a global option or its value. Only that command's options are then built, which is most
+// of what CLI11 costs at start-up; with none (help, errors) all of them are.
+std::string_view chosen_command(int argc, char** argv) {
+    for (int i = 1; i < argc; ++i) {
+        std::string_view a(argv[i]);
+        if (a == "--")
+            return {};
+        if (a == "-c" || a == "--config" || a == "-s" || a == "--server") {
+            ++i;
+            continue;
+        }
+        if (!a.starts_with("-"))
+            return a;
+    }
+    return {};
+}
+
 int main(int argc, char** argv) {
+    const std::string_view chosen = chosen_command(argc, argv);
+    auto wants = [&](std::string_view name) { return chosen.empty() || chosen == name; };
     CLI::App app{"Run a command under a distributed lock held in Redis.", "redlock"};
     app.footer("Exit status: PROGRAM's own; 75 lock held; 64 usage; 69 servers unavailable;\n"
                "77 auth refused; 78 config error; 79 lease lost; 126/127 PROGRAM not runnable;\n"
@@ -307,47 +344,61 @@ int main(int argc, char** argv) {
 
     RunArgs run_args;
     auto* run = app.add_subcommand("run", "Run PROGRAM while holding the lock");
-    run->add_option("-k,--key", run_args.key, "The lock's name")->type_name("NAME")->required();
-    add_ttl_option(run, run_args.ttl, "Lease length, renewed while PROGRAM runs (30s)");
-    add_wait_options(run, run_args.wait, run_args.no_wait, run_args.conflict_exit_code);
-    run->add_option("program", run_args.program, "PROGRAM [ARG...]")->type_name("PROGRAM");
-    // Options stop at PROGRAM, so its own flags are left alone (as with flock(1)).
-    run->positionals_at_end();
+    if (wants("run")) {
+        run->add_option("-k,--key", run_args.key, "The lock's name")->type_name("NAME")->required();
+        add_ttl_option(run, run_args.ttl, "Lease length, renewed while PROGRAM runs (30s)");
+        add_wait_options(run, run_args.wait, run_args.no_wait, run_args.conflict_exit_code);
+        run->add_option("program", run_args.program, "PROGRAM [ARG...]")->type_name("PROGRAM");
+        // Options stop at PROGRAM, so its own flags are left alone (as with flock(1)).
+        run->positionals_at_end();
+    }
 
     CommandArgs args;
     auto* status = app.add_subcommand("status", "Show whether locks are held, by whom, how long");
-    add_name_options(status, args, true);
-    add_json_option(status, args);
+    if (wants("status")) {
+        add_name_options(status, args, true);
+        add_json_option(status, args);
+    }
 
     auto* list = app.add_subcommand("list", "List the held locks (SCAN under the key prefix)");
-    list->add_option("-p,--pattern", args.pattern, "Only names matching this glob (*)")
-        ->type_name("GLOB");
-    add_json_option(list, args);
+    if (wants("list")) {
+        list->add_option("-p,--pattern", args.pattern, "Only names matching this glob (*)")
+            ->type_name("GLOB");
+        add_json_option(list, args);
+    }
 
     auto* acquire = app.add_subcommand("acquire", "Take a lock for a script; print its token");
-    add_name_options(acquire, args, false);
-    add_ttl_option(acquire, args.ttl, "Lease length; the lock expires after it (30s)");
-    add_wait_options(acquire, args.wait, args.no_wait, args.conflict_exit_code);
-    add_json_option(acquire, args);
+    if (wants("acquire")) {
+        add_name_options(acquire, args, false);
+        add_ttl_option(acquire, args.ttl, "Lease length; the lock expires after it (30s)");
+        add_wait_options(acquire, args.wait, args.no_wait, args.conflict_exit_code);
+        add_json_option(acquire, args);
+    }
 
     auto* extend = app.add_subcommand("extend", "Extend a lock taken with acquire");
-    add_name_options(extend, args, false);
-    extend->add_option("--token", args.token, "The token acquire printed")
-        ->type_name("TOKEN")
-        ->required();
-    add_ttl_option(extend, args.ttl, "New remaining lease length (30s)");
+    if (wants("extend")) {
+        add_name_options(extend, args, false);
+        extend->add_option("--token", args.token, "The token acquire printed")
+            ->type_name("TOKEN")
+            ->required();
+        add_ttl_option(extend, args.ttl, "New remaining lease length (30s)");
+    }
 
     auto* release =
         app.add_subcommand("release", "Release a lock (--token) or remove it (--force)");
-    add_name_options(release, args, false);
-    release->add_option("--token", args.token, "Release only if the lock holds this token")
-        ->type_name("TOKEN");
-    release->add_flag("-f,--force", args.force, "Remove the lock whoever holds it");
-    release->add_flag("-y,--yes", args.yes, "Do not ask for confirmation with --force");
+    if (wants("release")) {
+        add_name_options(release, args, false);
+        release->add_option("--token", args.token, "Release only if the lock holds this token")
+            ->type_name("TOKEN");
+        release->add_flag("-f,--force", args.force, "Remove the lock whoever holds it");
+        release->add_flag("-y,--yes", args.yes, "Do not ask for confirmation with --force");
+    }
 
     auto* doctor = app.add_subcommand("doctor", "Check the servers: eviction, replication, "
                                                 "clock, persistence, scripts");
-    add_json_option(doctor, args);
+    if (wants("doctor")) {
+        add_json_option(doctor, args);
+    }
 
     try {
         app.parse(argc, argv);

@@ -56,47 +56,40 @@ util::Expected<Child> Child::spawn(const SpawnOptions& options) {
         argv.push_back(s.data());
     argv.push_back(nullptr);
 
-    int pipe_fds[2];
-    if (::pipe2(pipe_fds, O_CLOEXEC) != 0)
-        return util::fail(util::ErrorKind::internal,
-                          util::format("pipe: {}", std::strerror(errno)));
-    util::UniqueFd report_read(pipe_fds[0]);
-    util::UniqueFd report_write(pipe_fds[1]);
-
     Child child;
     child.m_terminal = owns_foreground_terminal();
-    pid_t parent = ::getpid();
-    pid_t pid = ::fork();
+    volatile const bool terminal = child.m_terminal; // volatile: read again after vfork
+    const pid_t parent = ::getpid();
+    char** const argv_data = argv.data();
+    char** const envp_data = envp.data();
+    // vfork: the parent sleeps until the child has exec'd or exited, and the child shares
+    // our memory, so exec's errno comes back through this variable, with no pipe, and no
+    // page tables are copied. The child makes only system calls before exec or _exit.
+    volatile int exec_errno = 0;
+    pid_t pid = ::vfork();
     if (pid < 0)
         return util::fail(util::ErrorKind::internal,
                           util::format("fork: {}", std::strerror(errno)));
     if (pid == 0) {
         ::setpgid(0, 0);
-        if (child.m_terminal)
+        if (terminal)
             ::tcsetpgrp(STDIN_FILENO, ::getpid()); // SIGTTOU is still blocked here
         ::prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (::getppid() != parent)
             ::_exit(util::exit_code::internal); // redlock died before we got here
         if (options.child_mask)
             ::sigprocmask(SIG_SETMASK, options.child_mask, nullptr);
-        ::execvpe(argv[0], argv.data(), envp.data());
-        int err = errno;
-        ssize_t ignored = ::write(report_write.get(), &err, sizeof err);
-        (void)ignored;
-        ::_exit(err == ENOENT ? util::exit_code::not_found : util::exit_code::cannot_execute);
+        ::execvpe(argv_data[0], argv_data, envp_data);
+        exec_errno = errno;
+        ::_exit(exec_errno == ENOENT ? util::exit_code::not_found
+                                     : util::exit_code::cannot_execute);
     }
     ::setpgid(pid, pid); // also in the parent, so the group exists whichever runs first
-    if (child.m_terminal)
+    if (terminal)
         ::tcsetpgrp(STDIN_FILENO, pid);
     child.m_pid = pid;
-    report_write.reset();
 
-    int err = 0;
-    ssize_t n;
-    do
-        n = ::read(report_read.get(), &err, sizeof err);
-    while (n < 0 && errno == EINTR);
-    if (n == static_cast<ssize_t>(sizeof err)) {
+    if (int err = exec_errno; err != 0) {
         int status = 0;
         ::waitpid(pid, &status, 0);
         child.reclaim_terminal();
