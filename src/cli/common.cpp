@@ -66,7 +66,9 @@ util::Expected<Acquisition> acquire_waiting(lock::Lock& lock, std::string_view n
         if (attempt->status == lock::AcquireStatus::acquired) {
             log::verbose(
                 "acquired '{}' in {} after {} attempt{} ({})", name,
-                util::format_duration(std::chrono::duration_cast<Millis>(Clock::now() - started)),
+                util::format(
+                    "{:.1f}ms",
+                    std::chrono::duration<double, std::milli>(Clock::now() - started).count()),
                 attempts, attempts == 1 ? "" : "s", lock::describe_round(attempt->servers));
             return Acquisition{AcquireOutcome::acquired, 0};
         }

@@ -8,6 +8,7 @@
 #include "redis/fanout.hpp"
 #include "util/format.hpp"
 #include "util/json.hpp"
+#include "util/log.hpp"
 
 namespace redlock::cli {
 
@@ -115,6 +116,9 @@ int doctor_command(const DoctorOptions& options, const config::Config& config) {
     }
     std::fwrite(out.data(), 1, out.size(), stdout);
     std::fflush(stdout);
+    for (const auto& r : reports)
+        if (!r.reachable)
+            util::log::error("cannot check {}: {}", r.server, r.error);
     if (unreachable > 0)
         return auth ? util::exit_code::auth : util::exit_code::unavailable;
     return risks > 0 ? 1 : 0;

@@ -203,7 +203,7 @@ int list_command(const ListOptions& options, const config::Config& config) {
             if (v.holder)
                 age = age_of(v.holder->acquired_at);
             out += util::format(
-                "{:<24} {:<9} {:<22} {:<8} {}\n", clip(v.name, 24),
+                "{:<24} {:<9} {:<22} {:<8} {}\n", v.name,
                 v.state == lock::LockState::held ? human_duration(Millis(v.ttl_ms)) : "-",
                 clip(holder, 22), age ? human_duration(*age) : std::string("-"),
                 v.holder ? clip(v.holder->command, 80 - 24 - 9 - 22 - 8 - 4) : std::string("-"));

@@ -2,7 +2,6 @@
 
 #include <chrono>
 #include <cstdlib>
-#include <ctime>
 #include <pwd.h>
 #include <unistd.h>
 
@@ -15,15 +14,18 @@ namespace {
 constexpr size_t k_max_command_length = 1024;
 
 std::string iso8601_now() {
-    auto now = std::chrono::system_clock::now();
-    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count();
-    std::time_t seconds = static_cast<std::time_t>(ms / 1000);
-    std::tm tm{};
-    ::gmtime_r(&seconds, &tm);
-    char buf[96];
-    std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
-                  tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                  static_cast<int>(ms % 1000));
+    // Calendar arithmetic from <chrono>: gmtime_r would read /etc/localtime first.
+    using namespace std::chrono;
+    auto now = floor<milliseconds>(system_clock::now());
+    auto day = floor<days>(now);
+    year_month_day ymd{day};
+    hh_mm_ss time{now - day};
+    char buf[64];
+    std::snprintf(
+        buf, sizeof buf, "%04d-%02u-%02uT%02ld:%02ld:%02ld.%03ldZ", static_cast<int>(ymd.year()),
+        static_cast<unsigned>(ymd.month()), static_cast<unsigned>(ymd.day()),
+        static_cast<long>(time.hours().count()), static_cast<long>(time.minutes().count()),
+        static_cast<long>(time.seconds().count()), static_cast<long>(time.subseconds().count()));
     return buf;
 }
 

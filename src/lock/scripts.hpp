@@ -26,15 +26,18 @@ end
 return 0)lua",
     "36c34a2bd3f6546987cb0328c9ec8b325696f9c6"};
 
-// Compare-and-pexpire (ARGV[1] token, ARGV[2] ttl ms), the metadata alongside. Never
-// re-creates an expired lock. Returns 1 when renewed, 0 when the token is not ours.
+// Compare-and-pexpire (ARGV[1] token, ARGV[2] ttl ms), the metadata alongside (its ttl_ms
+// follows, for `extend`). Never re-creates an expired lock. Returns 1 when renewed, 0 when
+// the token is not ours.
 inline constexpr Script k_renew_script{
     R"lua(if redis.call("get", KEYS[1]) == ARGV[1] then
-  redis.call("pexpire", KEYS[2], ARGV[2])
+  if redis.call("pexpire", KEYS[2], ARGV[2]) == 1 then
+    redis.call("hset", KEYS[2], "ttl_ms", ARGV[2])
+  end
   return redis.call("pexpire", KEYS[1], ARGV[2])
 end
 return 0)lua",
-    "2944c071b7e7448fb2c9eff8a17196813f0134ab"};
+    "741595b782258b56b7bd6e1bbb589972fcf8b497"};
 
 // Compare-and-delete of the lock and its metadata. Returns 1 when deleted, 0 when not ours.
 inline constexpr Script k_release_script{

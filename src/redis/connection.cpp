@@ -65,14 +65,16 @@ bool Connection::resolve() {
     addrinfo hints{};
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_ADDRCONFIG;
+    hints.ai_flags = 0;
     addrinfo* found = nullptr;
     auto port = std::to_string(url.port);
     // Numeric hosts are the common case and never touch DNS.
     hints.ai_flags |= AI_NUMERICHOST;
     int rc = ::getaddrinfo(url.host.c_str(), port.c_str(), &hints, &found);
     if (rc == EAI_NONAME) {
-        hints.ai_flags &= ~AI_NUMERICHOST;
+        // A host name: AI_ADDRCONFIG skips address families this host cannot reach. Not
+        // for literals, where it only costs a netlink round trip.
+        hints.ai_flags = AI_ADDRCONFIG;
         rc = ::getaddrinfo(url.host.c_str(), port.c_str(), &hints, &found);
     }
     if (rc != 0)
@@ -275,7 +277,7 @@ void Connection::on_deadline(Clock::time_point now) {
 
 void Connection::abandon(Clock::time_point now) {
     if (m_busy)
-        fail(FailureKind::timeout, "no answer before the round was decided", now);
+        fail(FailureKind::timeout, "not waited for (the round was decided without it)", now);
 }
 
 void Connection::fail(FailureKind kind, std::string detail, Clock::time_point now) {

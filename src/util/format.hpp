@@ -4,10 +4,12 @@
 // alignment for strings ("{:<20}", "{:>8}").
 // Strings, characters, integers, floating point and bools are accepted.
 
+#include <algorithm>
 #include <concepts>
 #include <cstdio>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 namespace redlock::util {
 
@@ -21,13 +23,33 @@ inline std::string printf_number(std::string_view spec, char default_conv, const
         conv = spec.back();
         spec.remove_suffix(1);
     }
+    // std::format's alignment in printf terms: '<' is the '-' flag, '>' the default.
+    if (!spec.empty() && (spec.front() == '<' || spec.front() == '>')) {
+        if (spec.front() == '<')
+            fmt.push_back('-');
+        spec.remove_prefix(1);
+    }
     fmt.append(spec);
-    if (conv != 'f' && conv != 'g' && conv != 'e')
+    const bool floating = conv == 'f' || conv == 'g' || conv == 'e';
+    if (!floating)
         fmt.append(length);
     fmt.push_back(conv);
     char buf[64];
-    int n = std::snprintf(buf, sizeof buf, fmt.c_str(), value);
-    return std::string(buf, n > 0 ? static_cast<size_t>(n) : 0);
+    int n = 0;
+    // The value's type must match the conversion: an integer printed with "{:.1f}" goes as
+    // a double, a double printed with "{:x}" as an integer.
+    if constexpr (std::is_floating_point_v<decltype(value)>) {
+        if (floating)
+            n = std::snprintf(buf, sizeof buf, fmt.c_str(), value);
+        else
+            n = std::snprintf(buf, sizeof buf, fmt.c_str(), static_cast<long long>(value));
+    } else {
+        if (floating)
+            n = std::snprintf(buf, sizeof buf, fmt.c_str(), static_cast<double>(value));
+        else
+            n = std::snprintf(buf, sizeof buf, fmt.c_str(), value);
+    }
+    return std::string(buf, n > 0 ? static_cast<size_t>(std::min(n, 63)) : 0);
 }
 
 // Strings take an alignment and width: "{:<20}" pads on the right, "{:>8}" on the left.
@@ -76,7 +98,7 @@ requires(!std::same_as<T, bool>) void append(std::string& out, std::string_view 
 }
 template <std::floating_point T>
 void append(std::string& out, std::string_view spec, T value) {
-    out.append(printf_number(spec, 'g', "", static_cast<double>(value)));
+    out.append(printf_number(spec, 'g', "ll", static_cast<double>(value)));
 }
 
 // Copies literal text up to the next placeholder, returning its spec (after ':'), or false

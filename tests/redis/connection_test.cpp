@@ -287,7 +287,7 @@ TEST_CASE("abandoning a request in flight makes it a timeout and closes the sock
     REQUIRE(conn.outcome());
     REQUIRE(conn.outcome()->failure);
     CHECK(conn.outcome()->failure->kind == FailureKind::timeout);
-    CHECK(conn.outcome()->failure->detail == "no answer before the round was decided");
+    CHECK(conn.outcome()->failure->detail == "not waited for (the round was decided without it)");
     CHECK(conn.fd() < 0);
     server.thaw();
     CHECK(reply_of(conn, {"PING"}) == "PONG");
