@@ -12,6 +12,7 @@
 #include "lock/name.hpp"
 #include "process/child.hpp"
 #include "process/signals.hpp"
+#include "process/watchdog.hpp"
 #include "redis/fanout.hpp"
 #include "util/clock.hpp"
 #include "util/duration.hpp"
@@ -40,6 +41,7 @@ class Supervisor {
         m_grace = std::max<Millis>(ttl / 3, 1ms);
         m_kill_margin = std::clamp<Millis>(ttl / 10, 1ms, 1000ms);
         m_next_renewal = Clock::now() + m_renew_interval;
+        m_watchdog_at = Clock::now() + k_watchdog_delay;
     }
 
     int run() {
@@ -67,6 +69,8 @@ class Supervisor {
                 handle_signals(now);
         }
         m_child.reclaim_terminal();
+        if (m_watchdog)
+            m_watchdog->disarm();
         if (m_lost)
             return util::exit_code::lease_lost;
         return process::exit_status_of(*m_program_status);
@@ -94,6 +98,8 @@ class Supervisor {
             // case something forked in between.
             wake = std::min(wake, m_killed ? now + 50ms : kill_at());
         }
+        if (!m_watchdog_tried && !m_program_status)
+            wake = std::min(wake, m_watchdog_at);
         if (m_leftover_kill_at && !m_leftover_killed)
             wake = std::min(wake, *m_leftover_kill_at);
         else if (m_leftover_killed && m_children_remain)
@@ -102,6 +108,15 @@ class Supervisor {
     }
 
     void act_on_deadlines(Clock::time_point now) {
+        if (!m_watchdog_tried && !m_program_status && now >= m_watchdog_at) {
+            m_watchdog_tried = true;
+            if (auto dog = process::Watchdog::start(m_child.pid())) {
+                m_child.ignore_descendant(dog->pid());
+                m_watchdog = std::move(*dog);
+            } else {
+                log::verbose("no watchdog: {}", dog.error().message);
+            }
+        }
         if (!m_lost) {
             if (m_lock.renewal_in_flight() && now >= m_lock.validity_end())
                 m_lock.abandon_renewal(now);
@@ -203,6 +218,13 @@ class Supervisor {
     std::optional<Clock::time_point> m_lost_kill_at;
     std::optional<Clock::time_point> m_leftover_kill_at;
     bool m_leftover_killed = false;
+
+    // Started only once PROGRAM has run a while: the fork costs more than a short job, and
+    // the kernel already kills PROGRAM itself if redlock dies.
+    static constexpr Millis k_watchdog_delay{50};
+    Clock::time_point m_watchdog_at;
+    bool m_watchdog_tried = false;
+    std::optional<process::Watchdog> m_watchdog;
 };
 
 void log_release(const std::string& name, const std::vector<lock::ServerResult>& results) {

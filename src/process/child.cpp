@@ -108,7 +108,8 @@ void Child::signal_group(int sig) const {
 void Child::signal_tree(int sig) const {
     signal_group(sig);
     for (pid_t p : descendants())
-        ::kill(p, sig);
+        if (p != m_ignored)
+            ::kill(p, sig);
 }
 
 void Child::reclaim_terminal() const {

@@ -32,8 +32,10 @@ class Child {
 
     // Sends `sig` to PROGRAM's process group.
     void signal_group(int sig) const;
-    // Sends `sig` to PROGRAM's group and to every process descended from redlock.
+    // Sends `sig` to PROGRAM's group and to every process descended from redlock (but the
+    // one set with ignore_descendant: the watchdog).
     void signal_tree(int sig) const;
+    void ignore_descendant(pid_t pid) { m_ignored = pid; }
 
     // Takes the terminal back (if PROGRAM had it), e.g. before redlock exits.
     void reclaim_terminal() const;
@@ -44,6 +46,7 @@ class Child {
 
   private:
     pid_t m_pid = -1;
+    pid_t m_ignored = -1;
     bool m_terminal = false;
 };
 

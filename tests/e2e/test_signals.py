@@ -65,6 +65,36 @@ class SignalsTest(E2ETest):
         wait_until(lambda: not pid_alive(pid), timeout=10.0,
                    message="PROGRAM to die with redlock")
 
+    def test_what_program_started_dies_when_redlock_is_killed(self):
+        # The kernel only kills PROGRAM itself (PR_SET_PDEATHSIG); a script's running
+        # command is stopped by redlock's watchdog, a child in its own session.
+        pid_file = self.path("pid")
+        proc = self.start("killed-tree",
+                          'sleep 100 & echo $! > "$1.tmp" && mv "$1.tmp" "$1"; wait', pid_file)
+        grandchild = read_pid_file(pid_file, proc=proc)
+        self.kill_at_cleanup(grandchild)
+
+        def watchdog_started():
+            for entry in os.listdir("/proc"):
+                if not entry.isdigit():
+                    continue
+                try:
+                    with open(f"/proc/{entry}/stat") as f:
+                        fields = f.read().rsplit(")", 1)[1].split()
+                except OSError:
+                    continue
+                # fields: state ppid pgrp session ...
+                if int(fields[1]) == proc.pid and int(fields[3]) == int(entry):
+                    return True
+            return False
+
+        wait_until(watchdog_started, timeout=10.0, message="redlock's watchdog to start",
+                   proc=proc)
+        proc.send_signal(signal.SIGKILL)
+        self.assertEqual(proc.wait(10.0), -signal.SIGKILL)
+        wait_until(lambda: not pid_alive(grandchild), timeout=10.0,
+                   message="the process PROGRAM started to die with redlock")
+
     def assert_leftover_stopped(self, script, run_args=(), expected_status=0):
         """PROGRAM starts a background process, writes its pid to $1 and exits; our choice
         (documented) is that redlock stops such leftovers before releasing the lock."""
