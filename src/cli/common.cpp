@@ -1,8 +1,10 @@
 #include "cli/common.hpp"
 
 #include <cerrno>
+#include <cstdio>
 #include <poll.h>
 
+#include "lock/name.hpp"
 #include "util/clock.hpp"
 #include "util/duration.hpp"
 #include "util/format.hpp"
@@ -93,6 +95,33 @@ util::Expected<Acquisition> acquire_waiting(lock::Lock& lock, std::string_view n
         if (int sig = sleep_interruptibly(signals, until))
             return Acquisition{AcquireOutcome::interrupted, sig};
     }
+}
+
+std::optional<int> unless_acquired(const util::Expected<Acquisition>& acquisition,
+                                   int conflict_exit_code) {
+    if (!acquisition)
+        return report(acquisition.error());
+    switch (acquisition->outcome) {
+    case AcquireOutcome::acquired:
+        return std::nullopt;
+    case AcquireOutcome::interrupted:
+        return 128 + acquisition->signal;
+    case AcquireOutcome::conflict:
+        break;
+    }
+    return conflict_exit_code;
+}
+
+lock::Lock make_lock(const config::Config& config, const std::string& name, std::string token,
+                     Millis ttl, std::vector<std::string> holder) {
+    return lock::Lock(config.servers, lock::lock_key(config.key_prefix, name),
+                      lock::companion_key(config.key_prefix, name, "meta"), std::move(token), ttl,
+                      std::move(holder));
+}
+
+void print_stdout(const std::string& text) {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
 }
 
 std::string human_duration(Millis d) {

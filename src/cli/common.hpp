@@ -6,7 +6,9 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "config/config.hpp"
 #include "lock/lock.hpp"
 #include "process/signals.hpp"
 #include "util/error.hpp"
@@ -29,6 +31,19 @@ struct Acquisition {
 [[nodiscard]] util::Expected<Acquisition>
 acquire_waiting(lock::Lock& lock, std::string_view name,
                 std::optional<std::chrono::milliseconds> wait, process::SignalEvents& signals);
+
+// The exit status when acquisition did not end with the lock: the error's, 128+N for an
+// interrupting signal, or `conflict_exit_code`. nullopt when the lock was acquired.
+[[nodiscard]] std::optional<int> unless_acquired(const util::Expected<Acquisition>& acquisition,
+                                                 int conflict_exit_code);
+
+// The lock NAME under the config's key prefix, with its metadata key.
+[[nodiscard]] lock::Lock make_lock(const config::Config& config, const std::string& name,
+                                   std::string token, std::chrono::milliseconds ttl,
+                                   std::vector<std::string> holder = {});
+
+// Writes command output to stdout (which belongs to the commands' output, not to messages).
+void print_stdout(const std::string& text);
 
 // "24.3s", "5m 3s", "2h 10m", "1d 2h": a duration for people.
 [[nodiscard]] std::string human_duration(std::chrono::milliseconds d);

@@ -132,15 +132,20 @@ void print_view(std::string& out, const lock::LockView& view) {
     }
 }
 
+// status and list print the same document: {"locks": [...]}.
+std::string locks_json(const std::vector<lock::LockView>& views) {
+    util::JsonWriter json;
+    json.begin_object().key("locks").begin_array();
+    for (const auto& v : views)
+        write_view(json, v);
+    json.end_array().end_object();
+    return json.str();
+}
+
 std::string clip(std::string text, size_t width) {
     if (text.size() <= width)
         return text;
     return text.substr(0, width - 1) + "~";
-}
-
-void print_stdout(const std::string& text) {
-    std::fwrite(text.data(), 1, text.size(), stdout);
-    std::fflush(stdout);
 }
 
 } // namespace
@@ -153,12 +158,7 @@ int status_command(const StatusOptions& options, const config::Config& config) {
 
     std::string out;
     if (options.json) {
-        util::JsonWriter json;
-        json.begin_object().key("locks").begin_array();
-        for (const auto& v : views)
-            write_view(json, v);
-        json.end_array().end_object();
-        out = json.str();
+        out = locks_json(views);
     } else {
         for (const auto& v : views)
             print_view(out, v);
@@ -185,12 +185,7 @@ int list_command(const ListOptions& options, const config::Config& config) {
 
     std::string out;
     if (options.json) {
-        util::JsonWriter json;
-        json.begin_object().key("locks").begin_array();
-        for (const auto& v : views)
-            write_view(json, v);
-        json.end_array().end_object();
-        out = json.str();
+        out = locks_json(views);
     } else {
         out += util::format("{:<24} {:<9} {:<22} {:<8} {}\n", "NAME", "TTL", "HOLDER", "HELD",
                             "COMMAND");

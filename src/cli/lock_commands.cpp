@@ -48,18 +48,6 @@ std::vector<std::string> parent_command() {
     return words;
 }
 
-lock::Lock make_lock(const config::Config& config, const std::string& name, std::string token,
-                     std::chrono::milliseconds ttl, std::vector<std::string> holder = {}) {
-    return lock::Lock(config.servers, lock::lock_key(config.key_prefix, name),
-                      lock::companion_key(config.key_prefix, name, "meta"), std::move(token), ttl,
-                      std::move(holder));
-}
-
-void print_stdout(const std::string& text) {
-    std::fwrite(text.data(), 1, text.size(), stdout);
-    std::fflush(stdout);
-}
-
 // A refused extend or release is an outage (69) only when too few servers can be reached.
 // Its round is decided as soon as a majority for our token is out of reach, cutting off
 // servers still on their way, so it cannot tell by itself: read the lock on every server.
@@ -97,12 +85,8 @@ int acquire_command(const AcquireOptions& options, const config::Config& config)
     auto lock =
         make_lock(config, options.name, token, options.ttl, lock::holder_fields(holder, token));
     auto acquired = acquire_waiting(lock, options.name, options.wait, *signals);
-    if (!acquired)
-        return report(acquired.error());
-    if (acquired->outcome == AcquireOutcome::interrupted)
-        return 128 + acquired->signal;
-    if (acquired->outcome == AcquireOutcome::conflict)
-        return options.conflict_exit_code;
+    if (auto status = unless_acquired(acquired, options.conflict_exit_code))
+        return *status;
     if (options.json) {
         util::JsonWriter json;
         json.begin_object()

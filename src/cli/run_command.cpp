@@ -243,17 +243,11 @@ int run_command(const RunOptions& options, const config::Config& config) {
     auto holder = lock::current_holder(options.program, ::getpid());
     holder.ttl_ms = options.ttl.count();
     const auto token = util::random_token();
-    lock::Lock lock(config.servers, lock::lock_key(config.key_prefix, options.name),
-                    lock::companion_key(config.key_prefix, options.name, "meta"), token,
-                    options.ttl, lock::holder_fields(holder, token));
-
+    auto lock =
+        make_lock(config, options.name, token, options.ttl, lock::holder_fields(holder, token));
     auto acquired = acquire_waiting(lock, options.name, options.wait, *signals);
-    if (!acquired)
-        return report(acquired.error());
-    if (acquired->outcome == AcquireOutcome::interrupted)
-        return 128 + acquired->signal;
-    if (acquired->outcome == AcquireOutcome::conflict)
-        return options.conflict_exit_code;
+    if (auto status = unless_acquired(acquired, options.conflict_exit_code))
+        return *status;
 
     process::become_subreaper();
     process::SpawnOptions spawn;
