@@ -92,11 +92,13 @@ int doctor_command(const DoctorOptions& options, const config::Config& config) {
     } else {
         for (const auto& r : reports) {
             if (!r.reachable) {
-                out += util::format("{}  UNREACHABLE: {}\n", r.server, r.error);
+                out += util::format("{}  {}: {}\n", r.server,
+                                    r.auth_error ? "REFUSED" : "UNREACHABLE", r.error);
                 continue;
             }
-            out += util::format("{}  redis {}, {}, round trip {:.2f}ms\n", r.server, r.version,
-                                r.role, r.latency_ms);
+            out += util::format("{}  redis {}, {}, round trip {:.2f}ms\n", r.server,
+                                r.version.empty() ? "(version unknown)" : r.version,
+                                r.role.empty() ? "role unknown" : r.role, r.latency_ms);
             for (const auto& c : r.checks) {
                 const char* level = c.level == doctor::Level::risk   ? "RISK"
                                     : c.level == doctor::Level::note ? "note"

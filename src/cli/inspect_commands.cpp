@@ -101,8 +101,12 @@ void print_view(std::string& out, const lock::LockView& view) {
         out += util::format("{}: free\n", view.name);
         break;
     case lock::LockState::unknown:
-        out += util::format("{}: unknown (only {} of {} servers answered)\n", view.name,
-                            view.reachable, view.servers.size());
+        if (view.reachable < view.servers.size() / 2 + 1)
+            out += util::format("{}: unknown (only {} of {} servers answered)\n", view.name,
+                                view.reachable, view.servers.size());
+        else
+            out += util::format("{}: unknown (no token is held on a majority of the {} servers)\n",
+                                view.name, view.servers.size());
         break;
     case lock::LockState::held:
         out += util::format("{}: held by {}, {}\n", view.name, holder_text(view.holder),

@@ -31,6 +31,12 @@ const redisReply* reply_of(const Connection& conn, ServerReport& report) {
     return outcome->reply.get();
 }
 
+// The reply of the last request unless it is an error reply (a refused command).
+const redisReply* answer_of(const Connection& conn, ServerReport& report) {
+    const redisReply* reply = reply_of(conn, report);
+    return reply && !redis::is_error(*reply) ? reply : nullptr;
+}
+
 std::string info_field(std::string_view info, std::string_view name) {
     std::string needle = std::string(name) + ":";
     size_t pos = 0;
@@ -81,7 +87,11 @@ void judge(ServerReport& r, std::chrono::milliseconds ttl) {
                           *r.maxmemory_policy, limit)});
     }
 
-    if (r.role == "slave" || r.role == "replica")
+    if (r.role.empty())
+        r.checks.push_back({"replication", Level::note,
+                            "cannot read the replication role (INFO refused); make sure this "
+                            "server is an independent master"});
+    else if (r.role == "slave" || r.role == "replica")
         r.checks.push_back({"replication", Level::risk,
                             "this server is a replica: lock writes are refused or lost; point "
                             "redlock at independent masters"});
@@ -160,10 +170,18 @@ std::vector<ServerReport> examine(std::span<Connection> conns, std::chrono::mill
     std::vector<std::vector<double>> samples(conns.size());
     for (int n = 0; n < 5; ++n) {
         redis::request_all(conns, redis::encode_command(ping));
-        for (size_t i = 0; i < conns.size(); ++i)
-            if (reply_of(conns[i], reports[i]))
+        for (size_t i = 0; i < conns.size(); ++i) {
+            const auto* r = reply_of(conns[i], reports[i]);
+            if (r && redis::is_error(*r) && reports[i].reachable) {
+                // Refused (ACL, NOAUTH): nothing else will be answered either.
+                reports[i].reachable = false;
+                reports[i].auth_error = redis::is_auth_error(*r);
+                reports[i].error = std::string(redis::text(*r));
+            }
+            if (r && !redis::is_error(*r))
                 samples[i].push_back(
                     std::chrono::duration<double, std::milli>(conns[i].outcome()->latency).count());
+        }
     }
     for (size_t i = 0; i < conns.size(); ++i) {
         auto& s = samples[i];
@@ -176,13 +194,13 @@ std::vector<ServerReport> examine(std::span<Connection> conns, std::chrono::mill
     std::array<std::string_view, 2> info_server{"INFO", "server"};
     redis::request_all(conns, redis::encode_command(info_server));
     for (size_t i = 0; i < conns.size(); ++i)
-        if (const auto* r = reply_of(conns[i], reports[i]); r && !redis::is_error(*r))
+        if (const auto* r = answer_of(conns[i], reports[i]))
             reports[i].version = info_field(redis::text(*r), "redis_version");
 
     std::array<std::string_view, 2> info_repl{"INFO", "replication"};
     redis::request_all(conns, redis::encode_command(info_repl));
     for (size_t i = 0; i < conns.size(); ++i)
-        if (const auto* r = reply_of(conns[i], reports[i]); r && !redis::is_error(*r)) {
+        if (const auto* r = answer_of(conns[i], reports[i])) {
             reports[i].role = info_field(redis::text(*r), "role");
             reports[i].replicas =
                 std::strtol(info_field(redis::text(*r), "connected_slaves").c_str(), nullptr, 10);

@@ -31,7 +31,10 @@ bool is_auth_error(const redisReply& r) {
            t.starts_with("ERR invalid password") || t.starts_with("ERR AUTH") ||
            t.starts_with("ERR Client sent AUTH") ||
            // Redis 7 cuts off an unauthenticated client sending a long command this way.
-           t.find("Protocol error: unauthenticated") != std::string_view::npos;
+           t.find("Protocol error: unauthenticated") != std::string_view::npos ||
+           // An ACL refusal of a command our Lua script calls.
+           t.find("can't run this command") != std::string_view::npos ||
+           t.find("NOPERM") != std::string_view::npos;
 }
 
 std::string describe(const redisReply& r) {
