@@ -302,6 +302,8 @@ int dispatch(CLI::App& app, const RunArgs& run_args, const CommandArgs& args,
 
 } // namespace
 
+namespace {
+
 // The command named on the command line, found without CLI11: the first word that is not
 // a global option or its value. Only that command's options are then built, which is most
 // of what CLI11 costs at start-up; with none (help, errors) all of them are.
@@ -320,7 +322,7 @@ std::string_view chosen_command(int argc, char** argv) {
     return {};
 }
 
-int main(int argc, char** argv) {
+int run_main(int argc, char** argv) {
     const std::string_view chosen = chosen_command(argc, argv);
     auto wants = [&](std::string_view name) { return chosen.empty() || chosen == name; };
     CLI::App app{"Run a command under a distributed lock held in Redis.", "redlock"};
@@ -435,6 +437,21 @@ int main(int argc, char** argv) {
     if (!cfg)
         return report(cfg.error());
     return dispatch(app, run_args, args, *cfg);
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    // Failure that is normal is a value; anything thrown is a bug or the system failing
+    // (out of memory, no randomness): one message and status 70, never an abort.
+    try {
+        return run_main(argc, argv);
+    } catch (const std::exception& e) {
+        log::error("internal error: {}", e.what());
+    } catch (...) {
+        log::error("internal error");
+    }
+    return util::exit_code::internal;
 }
 
 } // namespace redlock::cli

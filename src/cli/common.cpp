@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <poll.h>
 
 #include "lock/name.hpp"
@@ -120,8 +121,9 @@ lock::Lock make_lock(const config::Config& config, const std::string& name, std:
 }
 
 void print_stdout(const std::string& text) {
-    std::fwrite(text.data(), 1, text.size(), stdout);
-    std::fflush(stdout);
+    // A full disk or a closed pipe must not pass silently for a script reading our output.
+    if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0)
+        log::error("write error on standard output: {}", std::strerror(errno));
 }
 
 std::string human_duration(Millis d) {

@@ -116,8 +116,7 @@ int doctor_command(const DoctorOptions& options, const config::Config& config) {
             out += util::format("all {} server{} fit for locking{}\n", reports.size(),
                                 reports.size() == 1 ? "" : "s", notes ? " (see the notes)" : "");
     }
-    std::fwrite(out.data(), 1, out.size(), stdout);
-    std::fflush(stdout);
+    print_stdout(out);
     for (const auto& r : reports)
         if (!r.reachable)
             util::log::error("cannot check {}: {}", r.server, r.error);

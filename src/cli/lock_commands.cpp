@@ -35,7 +35,7 @@ std::vector<std::string> parent_command() {
     std::string data;
     char buf[4096];
     ssize_t n;
-    while ((n = ::read(fd.get(), buf, sizeof buf)) > 0 && data.size() < 64 * 1024)
+    while ((n = ::read(fd.get(), buf, sizeof buf)) > 0 && data.size() < size_t{64} * 1024)
         data.append(buf, static_cast<size_t>(n));
     size_t start = 0;
     while (start < data.size()) {

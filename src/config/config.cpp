@@ -28,7 +28,7 @@ constexpr std::string_view k_default_server = "redis://127.0.0.1:6379";
 constexpr Millis k_min_ttl{10};
 // A password file is a few bytes; the cap stops a mistaken path such as /dev/zero from
 // being read forever.
-constexpr size_t k_max_password_file = 64 * 1024;
+constexpr size_t k_max_password_file = size_t{64} * 1024;
 
 using namespace std::string_view_literals;
 constexpr std::array k_top_level_keys = {
@@ -561,7 +561,7 @@ util::Expected<Config> load_config(const std::optional<std::filesystem::path>& p
 
     int errno_value = 0;
     // No practical config comes near this; it only bounds a mistaken -c /dev/zero.
-    constexpr size_t k_max_config = 16 * 1024 * 1024;
+    constexpr size_t k_max_config = size_t{16} * 1024 * 1024;
     auto content = read_file(*path, k_max_config, errno_value);
     if (!content)
         return util::fail(ErrorKind::config, util::format("cannot read config '{}': {}",

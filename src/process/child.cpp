@@ -178,7 +178,7 @@ std::vector<pid_t> descendants() {
         if (pid <= 0 || *end != '\0')
             continue;
         char path[64];
-        std::snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+        (void)std::snprintf(path, sizeof path, "/proc/%ld/stat", pid);
         util::UniqueFd fd(::open(path, O_RDONLY | O_CLOEXEC));
         if (!fd)
             continue;
@@ -192,7 +192,8 @@ std::vector<pid_t> descendants() {
             continue;
         char state = 0;
         long ppid = 0;
-        if (std::sscanf(close_paren + 1, " %c %ld", &state, &ppid) != 2)
+        // The kernel writes this line; the count check is all the validation it needs.
+        if (std::sscanf(close_paren + 1, " %c %ld", &state, &ppid) != 2) // NOLINT(cert-err34-c)
             continue;
         children_of.emplace(static_cast<pid_t>(ppid), static_cast<pid_t>(pid));
     }

@@ -105,7 +105,7 @@ JsonWriter& JsonWriter::value(double number) {
         return *this;
     }
     char buf[32];
-    std::snprintf(buf, sizeof buf, "%.3f", number);
+    (void)std::snprintf(buf, sizeof buf, "%.3f", number);
     m_out += buf;
     return *this;
 }
