@@ -65,6 +65,26 @@ void mask_passwords(int argc, char** argv, int program_start) {
     }
 }
 
+// CLI11 quotes unexpected arguments as given: a URL with a password (after a typo such as
+// --sever) must not reach stderr as it is.
+std::string mask_urls_in(std::string text, int argc, char** argv) {
+    for (int i = 1; i < argc; ++i) {
+        std::string_view arg(argv[i]);
+        auto scheme = arg.find("://");
+        if (scheme == std::string_view::npos)
+            continue;
+        auto eq = arg.rfind('=', scheme);
+        auto url = arg.substr(eq == std::string_view::npos ? 0 : eq + 1);
+        if (!config::find_url_password(url))
+            continue;
+        auto masked = config::mask_url_password(url);
+        for (auto pos = text.find(url); pos != std::string::npos;
+             pos = text.find(url, pos + masked.size()))
+            text.replace(pos, url.size(), masked);
+    }
+    return text;
+}
+
 util::Expected<config::Config> load(const GlobalOptions& global) {
     std::optional<std::filesystem::path> explicit_path;
     if (!global.config_file.empty())
@@ -416,7 +436,7 @@ int run_main(int argc, char** argv) {
         first = first == std::string::npos ? 0 : first + 2;
         if (first < what.size())
             what[first] = static_cast<char>(std::tolower(static_cast<unsigned char>(what[first])));
-        log::error("{} (try 'redlock --help')", what);
+        log::error("{} (try 'redlock --help')", mask_urls_in(what, argc, argv));
         return util::exit_code::usage;
     }
     if (show_version) {

@@ -38,11 +38,12 @@ int sleep_interruptibly(process::SignalEvents& signals, Clock::time_point until)
     }
 }
 
+// The first forwarded signal pending, or 0 when only others (CHLD, CONT) woke us.
 int first_forwarded(process::SignalEvents& signals) {
     for (int sig : signals.read_pending())
         if (process::is_forwarded(sig))
             return sig;
-    return SIGTERM;
+    return 0;
 }
 
 } // namespace
@@ -75,8 +76,12 @@ util::Expected<Acquisition> acquire_waiting(lock::Lock& lock, std::string_view n
                 attempts, attempts == 1 ? "" : "s", lock::describe_round(attempt->servers));
             return Acquisition{AcquireOutcome::acquired, 0};
         }
-        if (attempt->status == lock::AcquireStatus::interrupted)
-            return Acquisition{AcquireOutcome::interrupted, first_forwarded(signals)};
+        if (attempt->status == lock::AcquireStatus::interrupted) {
+            // A SIGCONT after Ctrl-Z or a stray SIGCHLD is no reason to stop: try again.
+            if (int sig = first_forwarded(signals))
+                return Acquisition{AcquireOutcome::interrupted, sig};
+            continue;
+        }
         auto now = Clock::now();
         if (give_up && now >= *give_up) {
             if (wait->count() == 0)

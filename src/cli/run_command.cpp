@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstring>
 #include <poll.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cli/common.hpp"
@@ -40,7 +41,7 @@ class Supervisor {
         m_retry_interval = std::clamp<Millis>(ttl / 10, 10ms, 1000ms);
         m_grace = std::max<Millis>(ttl / 3, 1ms);
         m_kill_margin = std::clamp<Millis>(ttl / 10, 1ms, 1000ms);
-        m_next_renewal = Clock::now() + m_renew_interval;
+        schedule_renewal(Clock::now());
         m_watchdog_at = Clock::now() + k_watchdog_delay;
     }
 
@@ -55,11 +56,10 @@ class Supervisor {
             fds.clear();
             fds.push_back(pollfd{m_signals.fd(), POLLIN, 0});
             redis::add_pollfds(m_lock.connections(), fds);
+            now = Clock::now(); // act_on_deadlines may have taken a while (/proc scans)
             int rc = ::poll(fds.data(), fds.size(), util::poll_timeout_ms(now, next_wakeup(now)));
-            if (rc < 0 && errno != EINTR) {
-                log::error("poll: {}", std::strerror(errno));
-                break;
-            }
+            if (rc < 0 && errno != EINTR)
+                return give_up(util::format("poll: {}", std::strerror(errno)));
             now = Clock::now();
             if (m_lock.renewal_in_flight()) {
                 redis::dispatch(m_lock.connections(), std::span<const pollfd>(fds).subspan(1), now);
@@ -68,6 +68,8 @@ class Supervisor {
             if (rc > 0 && fds[0].revents)
                 handle_signals(now);
         }
+        // A renewal still in flight must not share its connections with the release.
+        m_lock.abandon_renewal(Clock::now());
         m_child.reclaim_terminal();
         if (m_watchdog)
             m_watchdog->disarm();
@@ -78,6 +80,27 @@ class Supervisor {
 
   private:
     Clock::time_point term_at() const { return m_lock.validity_end() - m_grace; }
+
+    // The next renewal: every ttl/3, but always well before the TERM deadline, even when a
+    // slow acquisition or round trip ate into the lease.
+    void schedule_renewal(Clock::time_point now) {
+        m_next_renewal = std::min(now + m_renew_interval, term_at() - m_renew_interval / 2);
+    }
+
+    // The loop itself failed (poll: out of memory): nothing can be supervised any more, so
+    // nothing may run on. Kill the tree, wait for it, and report an internal error.
+    int give_up(const std::string& why) {
+        log::error("{}; stopping PROGRAM", why);
+        m_child.signal_tree(SIGKILL);
+        int status = 0;
+        while (::waitpid(-1, &status, 0) > 0 || errno == EINTR) {
+        }
+        m_lock.abandon_renewal(Clock::now());
+        m_child.reclaim_terminal();
+        if (m_watchdog)
+            m_watchdog->disarm();
+        return util::exit_code::internal;
+    }
     Clock::time_point kill_at() const {
         return m_lost_kill_at ? *m_lost_kill_at : m_lock.validity_end() - m_kill_margin;
     }
@@ -148,7 +171,7 @@ class Supervisor {
                 log::note("renewing '{}' works again", m_name);
             m_renewal_failing = false;
             log::verbose("renewed '{}': {}", m_name, lock::describe_round(m_lock.last_round()));
-            m_next_renewal = now + m_renew_interval;
+            schedule_renewal(now);
             return;
         case lock::RenewStatus::not_ours:
             lose(now, "the lock no longer holds our token", true);
@@ -169,10 +192,12 @@ class Supervisor {
     void lose(Clock::time_point now, std::string_view why, bool at_once) {
         m_lost = true;
         m_lock.abandon_renewal(now);
-        log::error("lost the lock '{}': {}; stopping PROGRAM", m_name, why);
         if (at_once) // someone else may hold it already: do not wait for the lease to run out
             m_lost_kill_at = std::min(kill_at(), now + std::min<Millis>(m_grace, 5s));
+        // Signal first, then write: a message to a closed stderr must not delay the TERM.
         m_child.signal_tree(SIGTERM);
+        m_child.signal_tree(SIGCONT); // a stopped process acts on TERM only once continued
+        log::error("lost the lock '{}': {}; stopping PROGRAM", m_name, why);
     }
 
     void handle_signals(Clock::time_point now) {
@@ -180,8 +205,15 @@ class Supervisor {
             if (sig == SIGCHLD) {
                 auto reaped = process::reap_children(m_child.pid(), m_program_status);
                 m_children_remain = reaped.children_remain;
-                if (reaped.program_stopped && !m_program_status)
+                if (reaped.program_stopped && !m_program_status && m_child.has_terminal()) {
+                    // Ctrl-Z: stop with PROGRAM. On resume PROGRAM continues only if the
+                    // lease is still good; a suspended job does not keep its lock.
                     m_child.suspend_with_program();
+                    if (Clock::now() >= term_at())
+                        lose(Clock::now(), "the job was suspended until the lease ran out", false);
+                    else
+                        m_child.signal_group(SIGCONT);
+                }
                 if (m_program_status && m_children_remain && !m_leftover_kill_at && !m_lost) {
                     // PROGRAM is done but left processes behind: they must not go on
                     // unlocked, so stop them (TERM, then KILL) while we still hold the lease.
@@ -195,6 +227,8 @@ class Supervisor {
                     m_child.signal_tree(sig);
                 else
                     m_child.signal_group(sig);
+                // As systemd and kill(1) do: a stopped PROGRAM acts on it once continued.
+                m_child.signal_group(SIGCONT);
             }
         }
     }

@@ -113,7 +113,8 @@ void Child::signal_tree(int sig) const {
 }
 
 void Child::reclaim_terminal() const {
-    if (m_terminal)
+    // Only from PROGRAM: after Ctrl-Z and bg, the shell may have given it to another job.
+    if (m_terminal && ::tcgetpgrp(STDIN_FILENO) == m_pid)
         ::tcsetpgrp(STDIN_FILENO, ::getpgrp()); // SIGTTOU is blocked in redlock
 }
 
@@ -122,10 +123,10 @@ void Child::suspend_with_program() const {
         return;
     reclaim_terminal();
     ::kill(::getpid(), SIGSTOP);
-    // Resumed (fg or bg): give PROGRAM the terminal again if we are in the foreground.
+    // Resumed (fg or bg): give PROGRAM the terminal again if we are in the foreground. The
+    // caller decides whether PROGRAM may continue.
     if (::tcgetpgrp(STDIN_FILENO) == ::getpgrp())
         ::tcsetpgrp(STDIN_FILENO, m_pid);
-    signal_group(SIGCONT);
 }
 
 ReapResult reap_children(pid_t program, std::optional<int>& program_status) {

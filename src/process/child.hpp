@@ -40,8 +40,8 @@ class Child {
     // Takes the terminal back (if PROGRAM had it), e.g. before redlock exits.
     void reclaim_terminal() const;
     // Job control: PROGRAM stopped on a terminal signal (Ctrl-Z). Stops redlock too, so
-    // the shell sees the job stopped, and on resume hands the terminal back and continues
-    // PROGRAM.
+    // the shell sees the job stopped, and on resume hands the terminal back to PROGRAM,
+    // still stopped: the caller continues it (or not).
     void suspend_with_program() const;
 
   private:

@@ -19,6 +19,10 @@ util::Expected<SignalEvents> SignalEvents::open() {
     sigaddset(&watched, SIGCONT);
     sigset_t blocked = watched;
     sigaddset(&blocked, SIGTTOU);
+    // A closed stderr (redlock -v ... 2>&1 | head) must not kill us while we hold the
+    // lock: write(2) then fails with EPIPE instead. Blocked, not ignored, so that PROGRAM
+    // gets the default back with the original mask.
+    sigaddset(&blocked, SIGPIPE);
     if (sigprocmask(SIG_BLOCK, &blocked, &events.m_original) != 0)
         return util::fail(util::ErrorKind::internal,
                           util::format("sigprocmask: {}", std::strerror(errno)));
@@ -32,8 +36,17 @@ util::Expected<SignalEvents> SignalEvents::open() {
 }
 
 SignalEvents::~SignalEvents() {
-    if (m_active && m_fd)
-        sigprocmask(SIG_SETMASK, &m_original, nullptr);
+    if (!m_active || !m_fd)
+        return;
+    // A SIGPIPE left pending by a write to a closed stderr would kill us the moment it is
+    // unblocked, turning PROGRAM's status into 141: discard it first.
+    sigset_t pipe;
+    sigemptyset(&pipe);
+    sigaddset(&pipe, SIGPIPE);
+    timespec now{};
+    while (sigtimedwait(&pipe, nullptr, &now) == SIGPIPE) {
+    }
+    sigprocmask(SIG_SETMASK, &m_original, nullptr);
 }
 
 std::vector<int> SignalEvents::read_pending() {

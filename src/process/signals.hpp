@@ -22,8 +22,9 @@ inline constexpr int k_forwarded_signals[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
 
 class SignalEvents {
   public:
-    // Blocks TERM, INT, HUP, QUIT, CHLD, CONT and TTOU (the last so that the terminal can
-    // be handed back from the background) and opens a non-blocking signalfd for all but TTOU.
+    // Blocks TERM, INT, HUP, QUIT, CHLD, CONT, TTOU (so that the terminal can be handed
+    // back from the background) and PIPE, and opens a non-blocking signalfd for all but
+    // TTOU and PIPE.
     [[nodiscard]] static util::Expected<SignalEvents> open();
 
     SignalEvents(SignalEvents&&) = default;

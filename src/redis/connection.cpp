@@ -49,6 +49,12 @@ Connection::Connection(config::ServerConfig server) : m_server(std::move(server)
 bool Connection::resolve() {
     if (!m_addresses.empty())
         return true;
+    // getaddrinfo blocks (a DNS timeout is seconds): it runs once, before the first round.
+    // A name that did not resolve then stays failed, so a renewal round never blocks the
+    // loop that supervises PROGRAM.
+    if (m_resolve_failed)
+        return false;
+    m_resolve_failed = true;
     const auto& url = m_server.url;
     if (url.is_unix()) {
         sockaddr_un sun{};
@@ -60,6 +66,7 @@ bool Connection::resolve() {
         std::memcpy(&ss, &sun, sizeof sun);
         m_addresses.push_back(ss);
         m_address_lengths.push_back(static_cast<socklen_t>(sizeof sun));
+        m_resolve_failed = false;
         return true;
     }
     addrinfo hints{};
@@ -86,10 +93,13 @@ bool Connection::resolve() {
         m_address_lengths.push_back(ai->ai_addrlen);
     }
     ::freeaddrinfo(found);
-    return !m_addresses.empty();
+    m_resolve_failed = m_addresses.empty();
+    return !m_resolve_failed;
 }
 
 void Connection::start(std::string command, std::string noscript_fallback, Clock::time_point now) {
+    if (m_busy)
+        drop(); // a request still in flight: its reply must not be taken for this one's
     m_outcome.reset();
     m_busy = true;
     m_started = now;

@@ -85,6 +85,7 @@ class Connection {
     std::vector<sockaddr_storage> m_addresses; // resolved once, tried in order
     std::vector<socklen_t> m_address_lengths;
     size_t m_address_index = 0;
+    bool m_resolve_failed = false;
 
     util::UniqueFd m_fd;
     ReaderPtr m_reader;

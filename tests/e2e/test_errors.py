@@ -88,6 +88,14 @@ class ErrorsTest(E2ETest):
         self.assertFailure(r, ran, 77)
         self.assertEqual(server.command("EXISTS", "lock:x"), 0)
 
+    def test_a_password_is_masked_in_a_usage_error(self):
+        # A typo (--sever) makes CLI11 quote the URL back as an unexpected argument.
+        r = self.run_redlock(["--sever", "redis://:typo-Secret-9@127.0.0.1:1", "run", "-k",
+                              "x", "--", "true"])
+        self.assertStatus(r, 64)
+        self.assertNotIn("typo-Secret-9", r.stderr)
+        self.assertIn("***", r.stderr)
+
     def test_password_in_a_server_url_is_masked_in_the_process_list(self):
         server = self.redis_server(requirepass="ps-Secret-77")
         pid_file = self.path("pid")

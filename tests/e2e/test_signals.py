@@ -95,6 +95,35 @@ class SignalsTest(E2ETest):
         wait_until(lambda: not pid_alive(grandchild), timeout=10.0,
                    message="the process PROGRAM started to die with redlock")
 
+    def test_a_stopped_program_still_ends_on_a_forwarded_signal(self):
+        # PROGRAM stopped (e.g. SIGTTIN from a background read): TERM alone would stay
+        # pending for ever with the lock held; redlock continues it after forwarding.
+        pid_file = self.path("pid")
+        proc = self.start("stopped", 'echo $$ > "$1.tmp" && mv "$1.tmp" "$1"; kill -STOP $$; '
+                          'sleep 100', pid_file)
+        pid = read_pid_file(pid_file, proc=proc)
+        self.kill_at_cleanup(pid)
+
+        def stopped():
+            with open(f"/proc/{pid}/stat") as f:
+                return f.read().rsplit(")", 1)[1].split()[0] == "T"
+
+        wait_until(stopped, timeout=10.0, message="PROGRAM to stop", proc=proc)
+        proc.send_signal(signal.SIGTERM)
+        self.assertEqual(proc.wait(30.0), 128 + signal.SIGTERM, proc.stderr)
+        self.assertKeyGone(self.server, "lock:stopped")
+
+    def test_a_closed_stderr_does_not_kill_redlock_while_it_holds_the_lock(self):
+        # redlock -v ... 2>&1 | true: writes to stderr fail with EPIPE; no SIGPIPE death
+        # leaving the lock held.
+        import subprocess
+        cmd = (f'"$0" -v -s {self.url} run -k piped -t 1s -- sleep 1.5 2>&1 | true; '
+               'exit ${PIPESTATUS[0]}')
+        r = subprocess.run(["bash", "-c", cmd, redlock_e2e.REDLOCK_BIN], timeout=60,
+                           env=self.env(), cwd=self.tmp)
+        self.assertEqual(r.returncode, 0)
+        self.assertKeyGone(self.server, "lock:piped")
+
     def assert_leftover_stopped(self, script, run_args=(), expected_status=0):
         """PROGRAM starts a background process, writes its pid to $1 and exits; our choice
         (documented) is that redlock stops such leftovers before releasing the lock."""
