@@ -1,9 +1,11 @@
 #include "cli/common.hpp"
 
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <poll.h>
+#include <unistd.h>
 
 #include "lock/name.hpp"
 #include "util/clock.hpp"
@@ -21,6 +23,19 @@ using Millis = std::chrono::milliseconds;
 using namespace std::chrono_literals;
 namespace log = util::log;
 
+// The first forwarded signal pending, or 0 when only others (CHLD, CONT) woke us. Ctrl-Z
+// while waiting stops redlock as it would any command (it holds no lock yet).
+int first_forwarded(process::SignalEvents& signals) {
+    int found = 0;
+    for (int sig : signals.read_pending()) {
+        if (sig == SIGTSTP)
+            ::kill(::getpid(), SIGSTOP);
+        else if (process::is_forwarded(sig) && found == 0)
+            found = sig;
+    }
+    return found;
+}
+
 // Sleeps until `until` unless a forwarded signal arrives; returns that signal or 0.
 int sleep_interruptibly(process::SignalEvents& signals, Clock::time_point until) {
     for (;;) {
@@ -32,18 +47,9 @@ int sleep_interruptibly(process::SignalEvents& signals, Clock::time_point until)
         if (rc < 0 && errno != EINTR)
             return 0;
         if (rc > 0)
-            for (int sig : signals.read_pending())
-                if (process::is_forwarded(sig))
-                    return sig;
+            if (int sig = first_forwarded(signals))
+                return sig;
     }
-}
-
-// The first forwarded signal pending, or 0 when only others (CHLD, CONT) woke us.
-int first_forwarded(process::SignalEvents& signals) {
-    for (int sig : signals.read_pending())
-        if (process::is_forwarded(sig))
-            return sig;
-    return 0;
 }
 
 } // namespace

@@ -221,6 +221,15 @@ class Supervisor {
                     m_child.signal_tree(SIGTERM);
                     m_leftover_kill_at = now + std::min<Millis>(m_grace, 5s);
                 }
+            } else if (sig == SIGTSTP && !m_program_status) {
+                // Ctrl-Z reached redlock, so PROGRAM is not the terminal's foreground job:
+                // stop it too, stop ourselves, and on resume go on only with a good lease.
+                m_child.signal_group(SIGSTOP);
+                ::kill(::getpid(), SIGSTOP);
+                if (Clock::now() >= term_at())
+                    lose(Clock::now(), "the job was suspended until the lease ran out", false);
+                else
+                    m_child.signal_group(SIGCONT);
             } else if (process::is_forwarded(sig)) {
                 log::verbose("forwarding signal {} to PROGRAM", sig);
                 if (m_program_status)

@@ -19,8 +19,11 @@ namespace redlock::process {
 
 namespace {
 
+// PROGRAM gets the terminal when redlock is the foreground job on it, and alone in that
+// job: in `redlock run -- git log | less`, handing it over would stop `less` (SIGTTIN).
 bool owns_foreground_terminal() {
-    return ::isatty(STDIN_FILENO) && ::tcgetpgrp(STDIN_FILENO) == ::getpgrp();
+    return ::isatty(STDIN_FILENO) && ::tcgetpgrp(STDIN_FILENO) == ::getpgrp() &&
+           alone_in_process_group();
 }
 
 // Environment for PROGRAM: ours, with `env` set (replacing any inherited values).
@@ -166,13 +169,22 @@ void become_subreaper() {
     ::prctl(PR_SET_CHILD_SUBREAPER, 1);
 }
 
-std::vector<pid_t> descendants() {
-    // Build the parent map from /proc/<pid>/stat ("pid (comm) state ppid ..."; comm may hold
-    // spaces and parentheses, so parse from the last ')').
-    std::unordered_multimap<pid_t, pid_t> children_of;
+namespace {
+
+struct ProcEntry {
+    pid_t pid;
+    pid_t ppid;
+    pid_t pgrp;
+};
+
+// Every process's pid, parent and process group, from /proc/<pid>/stat
+// ("pid (comm) state ppid pgrp ..."; comm may hold spaces and parentheses, so parse from
+// the last ')').
+std::vector<ProcEntry> scan_processes() {
+    std::vector<ProcEntry> out;
     DIR* dir = ::opendir("/proc");
     if (!dir)
-        return {};
+        return out;
     while (dirent* entry = ::readdir(dir)) {
         char* end = nullptr;
         long pid = std::strtol(entry->d_name, &end, 10);
@@ -193,12 +205,32 @@ std::vector<pid_t> descendants() {
             continue;
         char state = 0;
         long ppid = 0;
+        long pgrp = 0;
         // The kernel writes this line; the count check is all the validation it needs.
-        if (std::sscanf(close_paren + 1, " %c %ld", &state, &ppid) != 2) // NOLINT(cert-err34-c)
+        if (std::sscanf(close_paren + 1, " %c %ld %ld", &state, &ppid, &pgrp) != 3) // NOLINT
             continue;
-        children_of.emplace(static_cast<pid_t>(ppid), static_cast<pid_t>(pid));
+        out.push_back(
+            {static_cast<pid_t>(pid), static_cast<pid_t>(ppid), static_cast<pid_t>(pgrp)});
     }
     ::closedir(dir);
+    return out;
+}
+
+} // namespace
+
+bool alone_in_process_group() {
+    pid_t self = ::getpid();
+    pid_t group = ::getpgrp();
+    for (const auto& p : scan_processes())
+        if (p.pgrp == group && p.pid != self)
+            return false;
+    return true;
+}
+
+std::vector<pid_t> descendants() {
+    std::unordered_multimap<pid_t, pid_t> children_of;
+    for (const auto& p : scan_processes())
+        children_of.emplace(p.ppid, p.pid);
     std::vector<pid_t> out;
     std::vector<pid_t> queue{::getpid()};
     while (!queue.empty()) {

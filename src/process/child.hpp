@@ -67,4 +67,7 @@ void become_subreaper();
 // Every process descended from this one, found through /proc.
 [[nodiscard]] std::vector<pid_t> descendants();
 
+// Whether no other process shares this one's process group (a shell pipeline does).
+[[nodiscard]] bool alone_in_process_group();
+
 } // namespace redlock::process

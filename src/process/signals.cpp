@@ -16,6 +16,7 @@ util::Expected<SignalEvents> SignalEvents::open() {
     for (int sig : k_forwarded_signals)
         sigaddset(&watched, sig);
     sigaddset(&watched, SIGCHLD);
+    sigaddset(&watched, SIGTSTP); // Ctrl-Z reaching redlock: stop PROGRAM with it
     sigaddset(&watched, SIGCONT);
     sigset_t blocked = watched;
     sigaddset(&blocked, SIGTTOU);

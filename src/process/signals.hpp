@@ -22,7 +22,7 @@ inline constexpr int k_forwarded_signals[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
 
 class SignalEvents {
   public:
-    // Blocks TERM, INT, HUP, QUIT, CHLD, CONT, TTOU (so that the terminal can be handed
+    // Blocks TERM, INT, HUP, QUIT, CHLD, CONT, TSTP, TTOU (so that the terminal can be handed
     // back from the background) and PIPE, and opens a non-blocking signalfd for all but
     // TTOU and PIPE.
     [[nodiscard]] static util::Expected<SignalEvents> open();
