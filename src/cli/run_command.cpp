@@ -270,10 +270,16 @@ class Supervisor {
     std::optional<process::Watchdog> m_watchdog;
 };
 
+// -v shows every release; a release that did not reach a server is worth a note without
+// -v: the next holder there must wait for the TTL.
 void log_release(const std::string& name, const std::vector<lock::ServerResult>& results) {
-    if (!log::verbose_enabled())
-        return;
     log::verbose("released '{}': {}", name, lock::describe_round(results));
+    std::string missed;
+    for (const auto& r : results)
+        if (r.vote == lock::ServerResult::Vote::failed && !r.abandoned)
+            missed += (missed.empty() ? "" : ", ") + r.server + " (" + r.detail + ")";
+    if (!missed.empty() && !log::verbose_enabled())
+        log::note("could not release '{}' on {}; it expires there by its ttl", name, missed);
 }
 
 } // namespace

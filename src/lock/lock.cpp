@@ -39,6 +39,7 @@ ServerResult classify(const redis::Connection& conn) {
         r.vote = Vote::failed;
         r.detail = outcome->failure->detail;
         r.auth_failure = outcome->failure->kind == redis::FailureKind::auth;
+        r.abandoned = outcome->failure->kind == redis::FailureKind::abandoned;
         return r;
     }
     const redisReply& reply = *outcome->reply;

@@ -47,6 +47,7 @@ struct ServerResult {
     enum class Vote { yes, no, failed, none } vote = Vote::none;
     std::string detail; // "ok", "held", "timed out", "Connection refused", ...
     bool auth_failure = false;
+    bool abandoned = false; // not waited for once the round was decided (request was sent)
     Clock::duration latency{};
 };
 

@@ -287,7 +287,7 @@ void Connection::on_deadline(Clock::time_point now) {
 
 void Connection::abandon(Clock::time_point now) {
     if (m_busy)
-        fail(FailureKind::timeout, "not waited for (the round was decided without it)", now);
+        fail(FailureKind::abandoned, "not waited for (the round was decided without it)", now);
 }
 
 void Connection::fail(FailureKind kind, std::string detail, Clock::time_point now) {

@@ -22,13 +22,14 @@ namespace redlock::redis {
 using Clock = std::chrono::steady_clock;
 
 enum class FailureKind {
-    connect,  // could not connect (refused, unreachable, name not resolved)
-    timeout,  // no answer within the connect or command timeout
-    closed,   // the server closed the connection
-    io,       // a socket error
-    protocol, // the bytes were not RESP
-    auth,     // AUTH refused, or a permission error
-    setup,    // SELECT or another handshake step failed
+    connect,   // could not connect (refused, unreachable, name not resolved)
+    timeout,   // no answer within the connect or command timeout
+    abandoned, // not waited for: the round was decided without this server
+    closed,    // the server closed the connection
+    io,        // a socket error
+    protocol,  // the bytes were not RESP
+    auth,      // AUTH refused, or a permission error
+    setup,     // SELECT or another handshake step failed
 };
 
 struct Failure {

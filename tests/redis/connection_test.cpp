@@ -286,7 +286,7 @@ TEST_CASE("abandoning a request in flight makes it a timeout and closes the sock
     CHECK_FALSE(conn.busy());
     REQUIRE(conn.outcome());
     REQUIRE(conn.outcome()->failure);
-    CHECK(conn.outcome()->failure->kind == FailureKind::timeout);
+    CHECK(conn.outcome()->failure->kind == FailureKind::abandoned);
     CHECK(conn.outcome()->failure->detail == "not waited for (the round was decided without it)");
     CHECK(conn.fd() < 0);
     server.thaw();
