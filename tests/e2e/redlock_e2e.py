@@ -636,6 +636,24 @@ class E2ETest(unittest.TestCase):
         return Result(cp.returncode, cp.stdout.decode("utf-8", "replace"),
                       cp.stderr.decode("utf-8", "replace"), elapsed, full)
 
+    def assertCrowdLosesNoUpdate(self, global_args, n, wait):
+        """n concurrent `run -w WAIT` of one read-increment-write job: the counter ends at
+        exactly n and no two ever held the lock at once (mkdir detects an overlap)."""
+        counter = self.write_file("counter", "0\n")
+        inside = self.path("inside")
+        overlaps = self.path("overlaps")
+        script = ('mkdir "$2" 2>/dev/null || echo overlap >> "$3"; '
+                  'n=$(cat "$1"); sleep 0.05; echo $((n + 1)) > "$1"; '
+                  'rmdir "$2"')
+        procs = [self.start_redlock(list(global_args) + [
+            "run", "-k", "crowd", "-w", wait, "--", "sh", "-c", script, "sh", counter, inside,
+            overlaps]) for _ in range(n)]
+        for p in procs:
+            self.assertEqual(p.wait(120.0), 0, p.stderr)
+        with open(counter) as f:
+            self.assertEqual(f.read(), f"{n}\n")
+        self.assertFalse(os.path.exists(overlaps), "two contenders held the lock at once")
+
     def start_redlock(self, args, env=None, stdin=None, cwd=None, pass_fds=()):
         """Starts redlock in the background; killed at cleanup if still running."""
         proc = RedlockProcess(args, env if env is not None else self.env(), cwd or self.tmp,

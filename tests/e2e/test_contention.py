@@ -157,22 +157,7 @@ class ContentionTest(E2ETest):
         self.assertEqual(h.release(), 0)
 
     def test_many_concurrent_contenders_lose_no_update(self):
-        n = 20
-        counter = self.write_file("counter", "0\n")
-        inside = self.path("inside")
-        overlaps = self.path("overlaps")
-        # Read-increment-write with a window in between; mkdir detects two holders at once.
-        script = ('mkdir "$2" 2>/dev/null || echo overlap >> "$3"; '
-                  'n=$(cat "$1"); sleep 0.05; echo $((n + 1)) > "$1"; '
-                  'rmdir "$2"')
-        procs = [self.start_redlock(["-s", self.url, "run", "-k", "crowd", "-w", "90s", "--",
-                                     "sh", "-c", script, "sh", counter, inside, overlaps])
-                 for _ in range(n)]
-        for p in procs:
-            self.assertEqual(p.wait(120.0), 0, p.stderr)
-        with open(counter) as f:
-            self.assertEqual(f.read(), f"{n}\n")
-        self.assertFalse(os.path.exists(overlaps), "two contenders held the lock at once")
+        self.assertCrowdLosesNoUpdate(["-s", self.url], n=20, wait="90s")
         self.assertKeyGone(self.server, "lock:crowd")
 
 

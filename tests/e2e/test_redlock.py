@@ -5,7 +5,7 @@ import os
 import time
 import unittest
 
-from redlock_e2e import SLACK, E2ETest, pid_alive, read_pid_file, wait_until
+from redlock_e2e import SLACK, E2ETest, pid_alive, wait_until
 
 N = 5
 
@@ -94,21 +94,7 @@ class RedlockTest(E2ETest):
                        message="lock:down to be gone on the live servers")
 
     def test_many_concurrent_runs_over_five_servers_lose_no_update(self):
-        n = 10
-        counter = self.write_file("counter", "0\n")
-        inside = self.path("inside")
-        overlaps = self.path("overlaps")
-        script = ('mkdir "$2" 2>/dev/null || echo overlap >> "$3"; '
-                  'n=$(cat "$1"); sleep 0.05; echo $((n + 1)) > "$1"; '
-                  'rmdir "$2"')
-        procs = [self.start_redlock(self.global_args + [
-            "run", "-k", "crowd", "-w", "60s", "--", "sh", "-c", script, "sh", counter,
-            inside, overlaps]) for _ in range(n)]
-        for p in procs:
-            self.assertEqual(p.wait(120.0), 0, p.stderr)
-        with open(counter) as f:
-            self.assertEqual(f.read(), f"{n}\n")
-        self.assertFalse(os.path.exists(overlaps), "two contenders held the lock at once")
+        self.assertCrowdLosesNoUpdate(self.global_args, n=10, wait="60s")
         for s in self.servers:
             wait_until(lambda: s.command("EXISTS", "lock:crowd") == 0, timeout=10.0,
                        message="lock:crowd to be gone")
