@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <poll.h>
 #include <unistd.h>
@@ -129,6 +130,16 @@ lock::Lock make_lock(const config::Config& config, const std::string& name, std:
     return lock::Lock(config.servers, lock::lock_key(config.key_prefix, name),
                       lock::companion_key(config.key_prefix, name, "meta"), std::move(token), ttl,
                       std::move(holder));
+}
+
+std::vector<std::string> known_secrets(const config::Config& config) {
+    std::vector<std::string> out;
+    for (const auto& s : config.servers)
+        if (s.url.password && !s.url.password->empty())
+            out.push_back(*s.url.password);
+    if (const char* auth = std::getenv("REDISCLI_AUTH"); auth && *auth)
+        out.emplace_back(auth);
+    return out;
 }
 
 void print_stdout(const std::string& text) {

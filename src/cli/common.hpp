@@ -42,6 +42,10 @@ acquire_waiting(lock::Lock& lock, std::string_view name,
                                    std::string token, std::chrono::milliseconds ttl,
                                    std::vector<std::string> holder = {});
 
+// The passwords redlock knows of (its servers', and redis-cli's REDISCLI_AUTH), to be
+// masked wherever they would be stored or shown.
+[[nodiscard]] std::vector<std::string> known_secrets(const config::Config& config);
+
 // Writes command output to stdout (which belongs to the commands' output, not to messages).
 void print_stdout(const std::string& text);
 

@@ -79,7 +79,8 @@ int acquire_command(const AcquireOptions& options, const config::Config& config)
     if (command.empty())
         command = {"(redlock acquire)"};
     // The holder is the script that asked: redlock itself exits right away.
-    auto holder = lock::current_holder(command, static_cast<long>(::getppid()));
+    auto holder =
+        lock::current_holder(command, static_cast<long>(::getppid()), known_secrets(config));
     holder.ttl_ms = options.ttl.count();
     auto token = util::random_token();
     auto lock =

@@ -289,7 +289,7 @@ int run_command(const RunOptions& options, const config::Config& config) {
     if (!signals)
         return report(signals.error());
 
-    auto holder = lock::current_holder(options.program, ::getpid());
+    auto holder = lock::current_holder(options.program, ::getpid(), known_secrets(config));
     holder.ttl_ms = options.ttl.count();
     const auto token = util::random_token();
     auto lock =

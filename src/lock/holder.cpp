@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "util/format.hpp"
+#include "util/redact.hpp"
 
 namespace redlock::lock {
 
@@ -63,14 +64,15 @@ std::string shell_quote(std::span<const std::string> words) {
     return out;
 }
 
-Holder current_holder(std::span<const std::string> command, long pid) {
+Holder current_holder(std::span<const std::string> command, long pid,
+                      std::span<const std::string> secrets) {
     Holder h;
     char host[256] = {};
     if (::gethostname(host, sizeof host - 1) == 0)
         h.host = host;
     h.pid = pid;
     h.user = user_name();
-    h.command = shell_quote(command);
+    h.command = util::redact_secrets(shell_quote(command), secrets);
     if (h.command.size() > k_max_command_length)
         h.command = h.command.substr(0, k_max_command_length - 3) + "...";
     h.acquired_at = iso8601_now();
@@ -99,7 +101,7 @@ std::optional<Holder> parse_holder(const std::map<std::string, std::string>& fie
     h.host = get("host");
     h.pid = std::strtol(get("pid").c_str(), nullptr, 10);
     h.user = get("user");
-    h.command = get("command");
+    h.command = util::redact_secrets(get("command"));
     h.acquired_at = get("acquired_at");
     h.ttl_ms = std::strtoll(get("ttl_ms").c_str(), nullptr, 10);
     return h;

@@ -21,7 +21,10 @@ struct Holder {
 };
 
 // The holder for this process: host name, effective user, the given pid and command line.
-[[nodiscard]] Holder current_holder(std::span<const std::string> command, long pid);
+// The command is stored with its secrets masked (util/redact.hpp): `secrets` are the
+// passwords redlock knows of (its servers'), masked wherever they appear.
+[[nodiscard]] Holder current_holder(std::span<const std::string> command, long pid,
+                                    std::span<const std::string> secrets = {});
 
 // A command line as a shell would need it typed: words quoted only where needed.
 [[nodiscard]] std::string shell_quote(std::span<const std::string> words);
@@ -30,7 +33,9 @@ struct Holder {
 [[nodiscard]] std::vector<std::string> holder_fields(const Holder& holder,
                                                      const std::string& token);
 
-// Reads a metadata hash back; nullopt when it is missing or belongs to another token.
+// Reads a metadata hash back; nullopt when it is missing or belongs to another token. The
+// command is masked again: metadata written by another client (or an older redlock) is
+// shown with the same care.
 [[nodiscard]] std::optional<Holder> parse_holder(const std::map<std::string, std::string>& fields,
                                                  const std::string& token);
 
