@@ -205,7 +205,19 @@ class Supervisor {
             if (sig == SIGCHLD) {
                 auto reaped = process::reap_children(m_child.pid(), m_program_status);
                 m_children_remain = reaped.children_remain;
-                if (reaped.program_stopped && !m_program_status && m_child.has_terminal()) {
+                int stop = reaped.program_stopped_by;
+                if ((stop == SIGTTIN || stop == SIGTTOU) && !m_program_status) {
+                    // PROGRAM wants the terminal but is not the foreground job: left
+                    // stopped, it would hold the lock forever (`run ... | cat`, `run &`).
+                    auto suspended = m_child.hand_terminal_on_demand();
+                    if (!suspended)
+                        log::note("PROGRAM is stopped for terminal access: {}",
+                                  suspended.error().message);
+                    else if (*suspended && Clock::now() >= term_at())
+                        lose(Clock::now(), "the job was suspended until the lease ran out", false);
+                    else
+                        m_child.signal_group(SIGCONT);
+                } else if (stop == SIGTSTP && !m_program_status && m_child.has_terminal()) {
                     // Ctrl-Z: stop with PROGRAM. On resume PROGRAM continues only if the
                     // lease is still good; a suspended job does not keep its lock.
                     m_child.suspend_with_program();

@@ -91,6 +91,8 @@ util::Expected<Child> Child::spawn(const SpawnOptions& options) {
     if (terminal)
         ::tcsetpgrp(STDIN_FILENO, pid);
     child.m_pid = pid;
+    if (terminal)
+        child.m_tty = STDIN_FILENO;
 
     if (int err = exec_errno; err != 0) {
         int status = 0;
@@ -117,8 +119,8 @@ void Child::signal_tree(int sig) const {
 
 void Child::reclaim_terminal() const {
     // Only from PROGRAM: after Ctrl-Z and bg, the shell may have given it to another job.
-    if (m_terminal && ::tcgetpgrp(STDIN_FILENO) == m_pid)
-        ::tcsetpgrp(STDIN_FILENO, ::getpgrp()); // SIGTTOU is blocked in redlock
+    if (m_terminal && m_tty >= 0 && ::tcgetpgrp(m_tty) == m_pid)
+        ::tcsetpgrp(m_tty, ::getpgrp()); // SIGTTOU is blocked in redlock
 }
 
 void Child::suspend_with_program() const {
@@ -128,8 +130,31 @@ void Child::suspend_with_program() const {
     ::kill(::getpid(), SIGSTOP);
     // Resumed (fg or bg): give PROGRAM the terminal again if we are in the foreground. The
     // caller decides whether PROGRAM may continue.
-    if (::tcgetpgrp(STDIN_FILENO) == ::getpgrp())
-        ::tcsetpgrp(STDIN_FILENO, m_pid);
+    if (::tcgetpgrp(m_tty) == ::getpgrp())
+        ::tcsetpgrp(m_tty, m_pid);
+}
+
+util::Expected<bool> Child::hand_terminal_on_demand() {
+    if (m_tty < 0) {
+        // PROGRAM's stdin may be a pipe while it opened /dev/tty itself (less, ssh, sudo).
+        if (::isatty(STDIN_FILENO)) {
+            m_tty = STDIN_FILENO;
+        } else {
+            m_tty_owner.reset(::open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC));
+            if (!m_tty_owner)
+                return util::fail(util::ErrorKind::internal,
+                                  util::format("/dev/tty: {}", std::strerror(errno)));
+            m_tty = m_tty_owner.get();
+        }
+    }
+    bool suspended = false;
+    if (::tcgetpgrp(m_tty) != ::getpgrp()) {
+        ::kill(::getpid(), SIGSTOP); // resumed here by fg or bg
+        suspended = true;
+    }
+    if (::tcgetpgrp(m_tty) == ::getpgrp() && ::tcsetpgrp(m_tty, m_pid) == 0)
+        m_terminal = true;
+    return suspended;
 }
 
 ReapResult reap_children(pid_t program, std::optional<int>& program_status) {
@@ -150,7 +175,8 @@ ReapResult reap_children(pid_t program, std::optional<int>& program_status) {
             continue;
         if (WIFSTOPPED(status)) {
             int sig = WSTOPSIG(status);
-            result.program_stopped |= sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU;
+            if (sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU)
+                result.program_stopped_by = sig;
         } else if (WIFEXITED(status) || WIFSIGNALED(status)) {
             program_status = status;
         }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "util/error.hpp"
+#include "util/fd.hpp"
 
 namespace redlock::process {
 
@@ -43,18 +44,29 @@ class Child {
     // the shell sees the job stopped, and on resume hands the terminal back to PROGRAM,
     // still stopped: the caller continues it (or not).
     void suspend_with_program() const;
+    // PROGRAM was stopped for touching the terminal from outside the foreground group
+    // (SIGTTIN, SIGTTOU): it is in a pipeline (`redlock run ... | cat`) or the job was
+    // started with `&`. When redlock's job is in the background, redlock stops itself
+    // first, so the shell reports the job as stopped as it would PROGRAM alone; `fg`
+    // continues it. Then, if the job is in the foreground, the terminal goes to PROGRAM's
+    // group (the rest of the pipeline gets it back when PROGRAM is done). The caller
+    // continues PROGRAM. Returns whether redlock was suspended meanwhile, or an error when
+    // there is no terminal to hand over.
+    [[nodiscard]] util::Expected<bool> hand_terminal_on_demand();
 
   private:
     pid_t m_pid = -1;
     pid_t m_ignored = -1;
-    bool m_terminal = false;
+    bool m_terminal = false;    // PROGRAM's group is (or was made) the terminal's foreground
+    int m_tty = -1;             // the terminal's fd: stdin, or /dev/tty opened on demand
+    util::UniqueFd m_tty_owner; // an opened /dev/tty
 };
 
 // Reaps every child that has changed state. Records PROGRAM's wait status when it ends,
 // and reports whether PROGRAM stopped (job control). Returns true while any child remains.
 struct ReapResult {
     bool children_remain = false;
-    bool program_stopped = false;
+    int program_stopped_by = 0; // SIGTSTP, SIGTTIN or SIGTTOU when PROGRAM stopped on one
 };
 ReapResult reap_children(pid_t program, std::optional<int>& program_status);
 

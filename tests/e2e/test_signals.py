@@ -172,8 +172,8 @@ class SignalsTest(E2ETest):
         self.assertKeyGone(self.server, "lock:both")
 
 
-class TerminalTest(E2ETest):
-    """redlock started on a terminal, as from an interactive shell."""
+class PtyTest(E2ETest):
+    """Helpers for tests on a pseudo-terminal."""
 
     def setUp(self):
         super().setUp()
@@ -230,6 +230,11 @@ class TerminalTest(E2ETest):
                 except OSError:
                     time.sleep(0.01)
 
+
+
+class TerminalTest(PtyTest):
+    """redlock started on a terminal, as from an interactive shell."""
+
     def test_program_gets_the_terminal(self):
         pid, fd = self.spawn_on_pty(
             ["-s", self.url, "run", "-k", "tty", "--", "sh", "-c",
@@ -254,6 +259,71 @@ class TerminalTest(E2ETest):
         self.assertEqual(self.wait_status(pid, fd), 128 + signal.SIGINT)
         self.assertFalse(pid_alive(program))
         self.assertKeyGone(self.server, "lock:ctrlc")
+
+
+class JobControlTest(PtyTest):
+    """redlock inside an interactive shell on a pty: in a pipeline, and as a background
+    job brought to the foreground. PROGRAM reading the terminal must never be left stopped
+    (holding the lock) because redlock's job was not its own."""
+
+    def spawn_shell(self):
+        env = self.env({"PS1": "$ ", "TERM": "dumb"})
+        pid, fd = pty.fork()
+        if pid == 0:
+            try:
+                redlock_e2e._die_with_parent()
+                os.chdir(self.tmp)
+                os.execve("/bin/bash", ["bash", "--norc", "--noprofile", "-i"], env)
+            finally:
+                os._exit(127)
+        self.addCleanup(os.close, fd)
+        self.addCleanup(kill_quietly, pid)
+        self._pty_output = b""
+        os.write(fd, b"echo shell-$((6*7))\n")
+        self.read_until(fd, "shell-42")
+        return pid, fd
+
+    def redlock_line(self, name, tail):
+        program = "sh -c 'read a; echo \"got:$a\"'"
+        return (f"{redlock_e2e.REDLOCK_BIN} -s {self.url} run -k {name} -- {program}"
+                f"{tail}\n").encode()
+
+    def holder_pid(self, name):
+        def pid():
+            meta = self.server.command("HGET", "{lock:" + name + "}:meta", "pid")
+            return int(meta) if meta else None
+        return wait_until(pid, 15, message="the lock to be taken")
+
+    def test_program_in_a_pipeline_can_read_the_terminal(self):
+        shell, fd = self.spawn_shell()
+        os.write(fd, self.redlock_line("pipe", " | cat; echo \"status:$?\""))
+        self.holder_pid("pipe")
+        os.write(fd, b"typed\n")
+        self.read_until(fd, "got:typed")
+        self.read_until(fd, "status:0")
+        self.assertKeyGone(self.server, "lock:pipe")
+        os.write(fd, b"exit\n")
+        self.wait_status(shell, fd)
+
+    def test_a_background_job_reading_the_terminal_stops_and_fg_resumes_it(self):
+        shell, fd = self.spawn_shell()
+        os.write(fd, self.redlock_line("bg", " &"))
+        redlock = self.holder_pid("bg")
+
+        def stopped():
+            with open(f"/proc/{redlock}/stat", "rb") as f:
+                stat = f.read()
+            return stat[stat.rindex(b")") + 2:][:1] == b"T"
+        # The shell must see the job stopped (as it would PROGRAM alone), not running.
+        wait_until(stopped, 15, message="redlock to stop with its PROGRAM")
+        os.write(fd, b"fg\n")
+        os.write(fd, b"typed\n")
+        self.read_until(fd, "got:typed")
+        os.write(fd, b"echo \"status:$?\"\n")
+        self.read_until(fd, "status:0")
+        self.assertKeyGone(self.server, "lock:bg")
+        os.write(fd, b"exit\n")
+        self.wait_status(shell, fd)
 
 
 if __name__ == "__main__":
