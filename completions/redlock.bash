@@ -13,7 +13,7 @@ _redlock_command_opts() {
         status) echo '-k --key --json' ;;
         list) echo '-p --pattern --json' ;;
         acquire) echo '-k --key -t --ttl -w --wait --timeout -n --no-wait --nonblock
-                       -E --conflict-exit-code --json' ;;
+                       -E --conflict-exit-code --json --shell' ;;
         extend) echo '-k --key --token -t --ttl' ;;
         release) echo '-k --key --token -f --force -y --yes' ;;
         doctor) echo '--json' ;;

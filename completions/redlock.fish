@@ -112,6 +112,7 @@ end
 # PROGRAM and its arguments complete as their own command line.
 complete -c redlock -n '__redlock_using run; and __redlock_in_program' -a '(__fish_complete_subcommand --fcs-skip=2 -k --key -t --ttl -w --wait --timeout -E --conflict-exit-code -c --config -s --server)'
 complete -c redlock -n '__redlock_using acquire' -l json -d 'Print one JSON document'
+complete -c redlock -n '__redlock_using acquire' -l shell -d 'Print REDLOCK_KEY, REDLOCK_TOKEN and REDLOCK_FENCE for eval'
 
 # status, extend, release: lock names from `redlock list`.
 for cmd in status extend release

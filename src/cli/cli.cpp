@@ -223,6 +223,7 @@ struct CommandArgs {
     bool force = false;
     bool yes = false;
     bool json = false;
+    bool shell = false;
 };
 
 } // namespace
@@ -308,7 +309,8 @@ int dispatch(CLI::App& app, const RunArgs& run_args, const CommandArgs& args,
         auto code = conflict_exit_code(args.conflict_exit_code);
         if (!code)
             return report(code.error());
-        return acquire_command(AcquireOptions{*name, *ttl, *wait, *code, args.json}, cfg);
+        return acquire_command(AcquireOptions{*name, *ttl, *wait, *code, args.json, args.shell},
+                               cfg);
     }
     if (is("extend"))
         return extend_command(ExtendOptions{*name, args.token, *ttl}, cfg);
@@ -394,7 +396,12 @@ int run_main(int argc, char** argv) {
         add_name_options(acquire, args, false);
         add_ttl_option(acquire, args.ttl, "Lease length; the lock expires after it (30s)");
         add_wait_options(acquire, args.wait, args.no_wait, args.conflict_exit_code);
-        add_json_option(acquire, args);
+        auto* json =
+            acquire->add_flag("--json", args.json, "Print one JSON document (see redlock(1))");
+        acquire
+            ->add_flag("--shell", args.shell,
+                       "Print REDLOCK_KEY, REDLOCK_TOKEN and REDLOCK_FENCE for eval")
+            ->excludes(json);
     }
 
     auto* extend = app.add_subcommand("extend", "Extend a lock taken with acquire");

@@ -30,6 +30,7 @@ struct AcquireOptions {
     std::optional<std::chrono::milliseconds> wait;
     int conflict_exit_code = 75;
     bool json = false;
+    bool shell = false; // print REDLOCK_KEY, REDLOCK_TOKEN and REDLOCK_FENCE for eval
 };
 [[nodiscard]] int acquire_command(const AcquireOptions& options, const config::Config& config);
 

@@ -128,7 +128,8 @@ std::optional<int> unless_acquired(const util::Expected<Acquisition>& acquisitio
 lock::Lock make_lock(const config::Config& config, const std::string& name, std::string token,
                      Millis ttl, std::vector<std::string> holder) {
     return lock::Lock(config.servers, lock::lock_key(config.key_prefix, name),
-                      lock::companion_key(config.key_prefix, name, "meta"), std::move(token), ttl,
+                      lock::companion_key(config.key_prefix, name, "meta"),
+                      lock::companion_key(config.key_prefix, name, "fence"), std::move(token), ttl,
                       std::move(holder));
 }
 

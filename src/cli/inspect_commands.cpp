@@ -65,11 +65,21 @@ void write_view(util::JsonWriter& json, const lock::LockView& view) {
     else
         json.null();
     json.field("token", view.token);
+    json.key("fence");
+    if (view.fence)
+        json.value(*view.fence);
+    else
+        json.null();
     write_holder(json, view.holder);
     json.key("servers").begin_array();
     for (const auto& s : view.servers) {
         json.begin_object().field("server", s.server).field("state", server_state(s));
         json.field("token", s.token);
+        json.key("fence");
+        if (s.fence)
+            json.value(*s.fence);
+        else
+            json.null();
         json.key("ttl_ms");
         if (s.token)
             json.value(s.ttl_ms);
@@ -98,7 +108,10 @@ std::string ttl_text(long long ttl_ms) {
 void print_view(std::string& out, const lock::LockView& view) {
     switch (view.state) {
     case lock::LockState::free:
-        out += util::format("{}: free\n", view.name);
+        if (view.fence)
+            out += util::format("{}: free (last fence {})\n", view.name, *view.fence);
+        else
+            out += util::format("{}: free\n", view.name);
         break;
     case lock::LockState::unknown:
         if (view.reachable < view.servers.size() / 2 + 1)
@@ -119,6 +132,8 @@ void print_view(std::string& out, const lock::LockView& view) {
             out += util::format("  lease     {}\n", human_duration(Millis(view.holder->ttl_ms)));
         }
         out += util::format("  token     {}\n", *view.token);
+        if (view.fence)
+            out += util::format("  fence     {}\n", *view.fence);
         break;
     }
     if (view.servers.size() > 1 || view.reachable == 0) {

@@ -94,11 +94,20 @@ int acquire_command(const AcquireOptions& options, const config::Config& config)
             .field("name", options.name)
             .field("key", lock.key())
             .field("token", token)
+            .field("fence", lock.fence())
             .field("ttl_ms", options.ttl.count())
             .field("acquired_at", holder.acquired_at)
             .end_object();
         print_stdout(json.str());
+    } else if (options.shell) {
+        // The variables `run` gives PROGRAM; names and hex tokens need no quoting, but the
+        // quotes keep that true whatever a name may hold one day.
+        print_stdout(util::format("REDLOCK_KEY='{}'; export REDLOCK_KEY\n"
+                                  "REDLOCK_TOKEN='{}'; export REDLOCK_TOKEN\n"
+                                  "REDLOCK_FENCE='{}'; export REDLOCK_FENCE\n",
+                                  options.name, token, lock.fence()));
     } else {
+        // The token alone on its line, as 0.1 printed it: `tok=$(redlock acquire NAME)`.
         print_stdout(token + "\n");
     }
     return 0;

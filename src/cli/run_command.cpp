@@ -30,25 +30,49 @@ using Millis = std::chrono::milliseconds;
 using namespace std::chrono_literals;
 namespace log = util::log;
 
+// When PROGRAM is stopped on a lost lease, relative to the end of the lease's validity:
+// TERM `grace` before it, KILL `kill_margin` before it, so PROGRAM is gone by the time the
+// lease can expire on the servers. The watchdog keeps the same schedule.
+struct StopSchedule {
+    explicit StopSchedule(Millis ttl)
+        : grace(std::max<Millis>(ttl / 3, 1ms)),
+          kill_margin(std::clamp<Millis>(ttl / 10, 1ms, 1000ms)) {}
+    [[nodiscard]] Clock::time_point term_at(Clock::time_point validity_end) const {
+        return validity_end - grace;
+    }
+    [[nodiscard]] Clock::time_point kill_at(Clock::time_point validity_end) const {
+        return validity_end - kill_margin;
+    }
+
+    Millis grace;       // between SIGTERM and the latest SIGKILL
+    Millis kill_margin; // how long before the lease can expire PROGRAM must be gone
+};
+
 // Supervises PROGRAM while keeping the lease; returns the exit status.
 class Supervisor {
   public:
     Supervisor(lock::Lock& lock, process::Child& child, process::SignalEvents& signals,
-               std::string name)
-        : m_lock(lock), m_child(child), m_signals(signals), m_name(std::move(name)) {
+               process::Watchdog& watchdog, std::string name)
+        : m_lock(lock), m_child(child), m_signals(signals), m_watchdog(watchdog),
+          m_name(std::move(name)), m_schedule(lock.ttl()) {
         auto ttl = lock.ttl();
         m_renew_interval = std::max<Millis>(ttl / 3, 1ms);
         m_retry_interval = std::clamp<Millis>(ttl / 10, 10ms, 1000ms);
-        m_grace = std::max<Millis>(ttl / 3, 1ms);
-        m_kill_margin = std::clamp<Millis>(ttl / 10, 1ms, 1000ms);
         schedule_renewal(Clock::now());
-        m_watchdog_at = Clock::now() + k_watchdog_delay;
     }
 
     int run() {
         std::vector<pollfd> fds;
         for (;;) {
             auto now = Clock::now();
+            // First, before PROGRAM's end is taken as it is: redlock may have been stopped
+            // or starved past the lease, and PROGRAM killed by the watchdog meanwhile.
+            if (!m_lost && now >= term_at())
+                lose(now,
+                     m_renewal_failing || m_lock.renewal_in_flight()
+                         ? "renewals failed until the lease ran out"
+                         : "redlock was stopped or starved until the lease ran out",
+                     false);
             if (m_program_status && !m_children_remain)
                 break;
             act_on_deadlines(now);
@@ -71,15 +95,14 @@ class Supervisor {
         // A renewal still in flight must not share its connections with the release.
         m_lock.abandon_renewal(Clock::now());
         m_child.reclaim_terminal();
-        if (m_watchdog)
-            m_watchdog->disarm();
+        m_watchdog.disarm();
         if (m_lost)
             return util::exit_code::lease_lost;
         return process::exit_status_of(*m_program_status);
     }
 
   private:
-    Clock::time_point term_at() const { return m_lock.validity_end() - m_grace; }
+    Clock::time_point term_at() const { return m_schedule.term_at(m_lock.validity_end()); }
 
     // The next renewal: every ttl/3, but always well before the TERM deadline, even when a
     // slow acquisition or round trip ate into the lease.
@@ -97,12 +120,11 @@ class Supervisor {
         }
         m_lock.abandon_renewal(Clock::now());
         m_child.reclaim_terminal();
-        if (m_watchdog)
-            m_watchdog->disarm();
+        m_watchdog.disarm();
         return util::exit_code::internal;
     }
     Clock::time_point kill_at() const {
-        return m_lost_kill_at ? *m_lost_kill_at : m_lock.validity_end() - m_kill_margin;
+        return m_lost_kill_at ? *m_lost_kill_at : m_schedule.kill_at(m_lock.validity_end());
     }
 
     Clock::time_point next_wakeup(Clock::time_point now) const {
@@ -121,8 +143,6 @@ class Supervisor {
             // case something forked in between.
             wake = std::min(wake, m_killed ? now + 50ms : kill_at());
         }
-        if (!m_watchdog_tried && !m_program_status)
-            wake = std::min(wake, m_watchdog_at);
         if (m_leftover_kill_at && !m_leftover_killed)
             wake = std::min(wake, *m_leftover_kill_at);
         else if (m_leftover_killed && m_children_remain)
@@ -131,15 +151,6 @@ class Supervisor {
     }
 
     void act_on_deadlines(Clock::time_point now) {
-        if (!m_watchdog_tried && !m_program_status && now >= m_watchdog_at) {
-            m_watchdog_tried = true;
-            if (auto dog = process::Watchdog::start(m_child.pid())) {
-                m_child.ignore_descendant(dog->pid());
-                m_watchdog = std::move(*dog);
-            } else {
-                log::verbose("no watchdog: {}", dog.error().message);
-            }
-        }
         if (!m_lost) {
             if (m_lock.renewal_in_flight() && now >= m_lock.validity_end())
                 m_lock.abandon_renewal(now);
@@ -170,6 +181,7 @@ class Supervisor {
             if (m_renewal_failing)
                 log::note("renewing '{}' works again", m_name);
             m_renewal_failing = false;
+            m_watchdog.update(term_at(), kill_at());
             log::verbose("renewed '{}': {}", m_name, lock::describe_round(m_lock.last_round()));
             schedule_renewal(now);
             return;
@@ -193,10 +205,11 @@ class Supervisor {
         m_lost = true;
         m_lock.abandon_renewal(now);
         if (at_once) // someone else may hold it already: do not wait for the lease to run out
-            m_lost_kill_at = std::min(kill_at(), now + std::min<Millis>(m_grace, 5s));
+            m_lost_kill_at = std::min(kill_at(), now + std::min<Millis>(m_schedule.grace, 5s));
         // Signal first, then write: a message to a closed stderr must not delay the TERM.
         m_child.signal_tree(SIGTERM);
         m_child.signal_tree(SIGCONT); // a stopped process acts on TERM only once continued
+        m_watchdog.lost(kill_at());
         log::error("lost the lock '{}': {}; stopping PROGRAM", m_name, why);
     }
 
@@ -231,7 +244,7 @@ class Supervisor {
                     // unlocked, so stop them (TERM, then KILL) while we still hold the lease.
                     log::verbose("PROGRAM exited leaving processes behind; stopping them");
                     m_child.signal_tree(SIGTERM);
-                    m_leftover_kill_at = now + std::min<Millis>(m_grace, 5s);
+                    m_leftover_kill_at = now + std::min<Millis>(m_schedule.grace, 5s);
                 }
             } else if (sig == SIGTSTP && !m_program_status) {
                 // Ctrl-Z reached redlock, so PROGRAM is not the terminal's foreground job:
@@ -257,12 +270,12 @@ class Supervisor {
     lock::Lock& m_lock;
     process::Child& m_child;
     process::SignalEvents& m_signals;
+    process::Watchdog& m_watchdog;
     std::string m_name;
+    StopSchedule m_schedule;
 
     Millis m_renew_interval;
     Millis m_retry_interval;
-    Millis m_grace;       // between SIGTERM and the latest SIGKILL
-    Millis m_kill_margin; // how long before the lease can expire PROGRAM must be gone
     Clock::time_point m_next_renewal;
     bool m_renewal_failing = false;
 
@@ -273,13 +286,6 @@ class Supervisor {
     std::optional<Clock::time_point> m_lost_kill_at;
     std::optional<Clock::time_point> m_leftover_kill_at;
     bool m_leftover_killed = false;
-
-    // Started only once PROGRAM has run a while: the fork costs more than a short job, and
-    // the kernel already kills PROGRAM itself if redlock dies.
-    static constexpr Millis k_watchdog_delay{50};
-    Clock::time_point m_watchdog_at;
-    bool m_watchdog_tried = false;
-    std::optional<process::Watchdog> m_watchdog;
 };
 
 // -v shows every release; a release that did not reach a server is worth a note without
@@ -311,17 +317,33 @@ int run_command(const RunOptions& options, const config::Config& config) {
         return *status;
 
     process::become_subreaper();
+    // The watchdog first, with the lease's deadlines: from PROGRAM's first instant on, a
+    // stopped redlock cannot leave it running past the lease.
+    StopSchedule schedule(options.ttl);
+    auto watchdog = process::Watchdog::start(schedule.term_at(lock.validity_end()),
+                                             schedule.kill_at(lock.validity_end()));
+    if (!watchdog) {
+        log_release(options.name, lock.release());
+        return report(util::Error{watchdog.error().kind,
+                                  util::format("cannot start the watchdog: {}; PROGRAM not started",
+                                               watchdog.error().message)});
+    }
     process::SpawnOptions spawn;
     spawn.argv = options.program;
-    spawn.env = {{"REDLOCK_KEY", options.name}, {"REDLOCK_TOKEN", lock.token()}};
+    spawn.env = {{"REDLOCK_KEY", options.name},
+                 {"REDLOCK_TOKEN", lock.token()},
+                 {"REDLOCK_FENCE", std::to_string(lock.fence())}};
     spawn.child_mask = &signals->original_mask();
     auto child = process::Child::spawn(spawn);
     if (!child) {
+        watchdog->disarm();
         log_release(options.name, lock.release());
         return report(child.error());
     }
+    child->ignore_descendant(watchdog->pid());
+    watchdog->watch_group(child->pid());
 
-    Supervisor supervisor(lock, *child, *signals, options.name);
+    Supervisor supervisor(lock, *child, *signals, *watchdog, options.name);
     int status = supervisor.run();
     log_release(options.name, lock.release());
     return status;

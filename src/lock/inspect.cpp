@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <map>
 #include <set>
 
@@ -15,9 +16,14 @@ namespace redlock::lock {
 namespace {
 
 std::string script_command(const Script& script, bool by_sha, std::string_view key,
-                           std::string_view meta_key, std::string_view arg = {}) {
+                           std::string_view meta_key, std::string_view fence_key,
+                           std::string_view arg = {}) {
     std::vector<std::string_view> argv{by_sha ? "EVALSHA" : "EVAL",
-                                       by_sha ? script.sha1 : script.source, "2", key, meta_key};
+                                       by_sha ? script.sha1 : script.source,
+                                       "3",
+                                       key,
+                                       meta_key,
+                                       fence_key};
     if (!arg.empty())
         argv.push_back(arg);
     return redis::encode_command(argv);
@@ -75,21 +81,26 @@ LockView inspect(std::span<redis::Connection> conns, std::string_view prefix,
     view.name = std::string(name);
     view.key = lock_key(prefix, name);
     auto meta_key = companion_key(prefix, name, "meta");
-    redis::request_all(conns, script_command(k_inspect_script, true, view.key, meta_key),
-                       script_command(k_inspect_script, false, view.key, meta_key));
+    auto fence_key = companion_key(prefix, name, "fence");
+    redis::request_all(conns, script_command(k_inspect_script, true, view.key, meta_key, fence_key),
+                       script_command(k_inspect_script, false, view.key, meta_key, fence_key));
 
     std::map<std::string, std::vector<long long>> ttls_by_token;
     size_t free_servers = 0;
     for (const auto& conn : conns) {
         ServerView sv;
         const redisReply* reply = read_outcome(conn, sv);
-        if (reply && (reply->type != REDIS_REPLY_ARRAY || reply->elements != 3)) {
+        if (reply && (reply->type != REDIS_REPLY_ARRAY || reply->elements != 4)) {
             sv.reachable = false;
             sv.error = "unexpected reply " + redis::describe(*reply);
             reply = nullptr;
         }
         if (reply) {
             ++view.reachable;
+            if (const redisReply* fence = reply->element[3]; fence->type == REDIS_REPLY_STRING) {
+                sv.fence = std::strtoll(std::string(redis::text(*fence)).c_str(), nullptr, 10);
+                view.fence = std::max(view.fence.value_or(0), *sv.fence);
+            }
             const redisReply* token = reply->element[0];
             if (token->type == REDIS_REPLY_STRING) {
                 sv.token = std::string(redis::text(*token));
@@ -188,15 +199,17 @@ ListResult list_names(std::span<redis::Connection> conns, std::string_view prefi
 }
 
 size_t force_release(std::span<redis::Connection> conns, const LockView& view) {
-    auto meta_key =
-        companion_key(view.key.substr(0, view.key.size() - view.name.size()), view.name, "meta");
+    auto prefix = view.key.substr(0, view.key.size() - view.name.size());
+    auto meta_key = companion_key(prefix, view.name, "meta");
+    auto fence_key = companion_key(prefix, view.name, "fence"); // never deleted
     auto now = redis::Clock::now();
     for (size_t i = 0; i < conns.size() && i < view.servers.size(); ++i) {
         const auto& token = view.servers[i].token;
         if (!token)
             continue;
-        conns[i].start(script_command(k_release_script, true, view.key, meta_key, *token),
-                       script_command(k_release_script, false, view.key, meta_key, *token), now);
+        conns[i].start(
+            script_command(k_release_script, true, view.key, meta_key, fence_key, *token),
+            script_command(k_release_script, false, view.key, meta_key, fence_key, *token), now);
     }
     (void)redis::wait(conns, [] { return false; });
     size_t deleted = 0;

@@ -22,6 +22,7 @@ struct ServerView {
     std::optional<std::string> token; // nullopt: free on this server
     long long ttl_ms = -2;            // PTTL: -2 free, -1 no expiry
     std::optional<Holder> holder;
+    std::optional<long long> fence; // the fence counter; nullopt: never set on this server
 };
 
 enum class LockState { free, held, unknown };
@@ -33,6 +34,9 @@ struct LockView {
     std::optional<std::string> token; // the majority's token when held
     long long ttl_ms = -2;            // until fewer than a majority hold it
     std::optional<Holder> holder;     // nullopt when held by a client without metadata
+    // The last fence given out: the largest counter read (every acquisition's fence is
+    // on a majority, so this is the current holder's when a majority answered).
+    std::optional<long long> fence;
     std::vector<ServerView> servers;
     size_t reachable = 0;
 };

@@ -49,9 +49,10 @@ ServerResult classify(const redis::Connection& conn) {
         r.auth_failure = redis::is_auth_error(reply);
         if (r.auth_failure && !conn.server().url.password)
             r.detail = "the server requires a password and none was given (" + r.detail + ")";
-    } else if (reply.type == REDIS_REPLY_INTEGER && (reply.integer == 0 || reply.integer == 1)) {
-        r.vote = reply.integer == 1 ? Vote::yes : Vote::no;
-        r.detail = reply.integer == 1 ? "ok" : "not ours";
+    } else if (reply.type == REDIS_REPLY_INTEGER && reply.integer >= 0) {
+        // 1 (or, from the acquire scripts, a fence) is yes; 0 is no.
+        r.vote = reply.integer >= 1 ? Vote::yes : Vote::no;
+        r.detail = reply.integer >= 1 ? "ok" : "not ours";
     } else {
         r.vote = Vote::failed;
         r.detail = "unexpected reply " + redis::describe(reply);
@@ -59,11 +60,17 @@ ServerResult classify(const redis::Connection& conn) {
     return r;
 }
 
-// EVALSHA (or, as the NOSCRIPT fallback, EVAL) of a script over the lock and its metadata.
+// EVALSHA (or, as the NOSCRIPT fallback, EVAL) of a script over the lock, its metadata and
+// its fence counter.
 std::string script_call(const Script& script, bool by_sha, const std::string& key,
-                        const std::string& meta_key, std::span<const std::string> args) {
+                        const std::string& meta_key, const std::string& fence_key,
+                        std::span<const std::string> args) {
     std::vector<std::string_view> argv{by_sha ? "EVALSHA" : "EVAL",
-                                       by_sha ? script.sha1 : script.source, "2", key, meta_key};
+                                       by_sha ? script.sha1 : script.source,
+                                       "3",
+                                       key,
+                                       meta_key,
+                                       fence_key};
     for (const auto& a : args)
         argv.emplace_back(a);
     return redis::encode_command(argv);
@@ -72,15 +79,15 @@ std::string script_call(const Script& script, bool by_sha, const std::string& ke
 } // namespace
 
 Lock::Lock(const std::vector<config::ServerConfig>& servers, std::string key, std::string meta_key,
-           std::string token, Millis ttl, std::vector<std::string> holder)
-    : m_key(std::move(key)), m_meta_key(std::move(meta_key)), m_token(std::move(token)),
-      m_holder(std::move(holder)), m_ttl(ttl) {
+           std::string fence_key, std::string token, Millis ttl, std::vector<std::string> holder)
+    : m_key(std::move(key)), m_meta_key(std::move(meta_key)), m_fence_key(std::move(fence_key)),
+      m_token(std::move(token)), m_holder(std::move(holder)), m_ttl(ttl) {
     m_conns.reserve(servers.size());
     for (const auto& s : servers)
         m_conns.emplace_back(s);
     std::vector<std::string> args{m_token, std::to_string(m_ttl.count())};
-    m_renew_command = script_call(k_renew_script, true, m_key, m_meta_key, args);
-    m_renew_fallback = script_call(k_renew_script, false, m_key, m_meta_key, args);
+    m_renew_command = script_call(k_renew_script, true, m_key, m_meta_key, m_fence_key, args);
+    m_renew_fallback = script_call(k_renew_script, false, m_key, m_meta_key, m_fence_key, args);
 }
 
 void Lock::send_all(const std::string& command, const std::string& fallback,
@@ -129,10 +136,12 @@ std::vector<ServerResult> Lock::collect() const {
 util::Expected<AcquireResult> Lock::acquire(int interrupt_fd) {
     std::vector<std::string> args{m_token, std::to_string(m_ttl.count())};
     args.insert(args.end(), m_holder.begin(), m_holder.end());
-    auto command = script_call(k_acquire_script, true, m_key, m_meta_key, args);
-    auto fallback = script_call(k_acquire_script, false, m_key, m_meta_key, args);
+    const Script& script = m_conns.size() == 1 ? k_acquire_single_script : k_acquire_script;
+    auto command = script_call(script, true, m_key, m_meta_key, m_fence_key, args);
+    auto fallback = script_call(script, false, m_key, m_meta_key, m_fence_key, args);
 
     auto sent = Clock::now();
+    const auto valid_until = lock::validity_end(sent, m_ttl);
     send_all(command, fallback, sent);
     // Decided early only once the outcome can no longer change: a majority said yes, or
     // enough servers answered that the lock is known to be held. "Too few answered" (69) is
@@ -145,20 +154,36 @@ util::Expected<AcquireResult> Lock::acquire(int interrupt_fd) {
             return t.won() || (t.lost() && t.yes + t.no >= t.majority());
         },
         interrupt_fd);
-    auto done = Clock::now();
 
     AcquireResult result;
-    result.elapsed = done - sent;
     result.servers = collect();
     for (auto& s : result.servers)
         if (s.vote == Vote::no)
             s.detail = "held";
     Tally t = tally();
-    if (waited == redis::WaitResult::decided && t.won() && done < lock::validity_end(sent, m_ttl)) {
-        result.status = AcquireStatus::acquired;
-        result.validity_end = m_validity_end = lock::validity_end(sent, m_ttl);
-        return result;
+    bool won = waited == redis::WaitResult::decided && t.won() && Clock::now() < valid_until;
+    if (won) {
+        // The fence: the largest "counter + 1" among the yes replies received (one server:
+        // the fence its script already wrote).
+        std::vector<size_t> yes_servers;
+        long long fence = 0;
+        for (size_t i = 0; i < m_conns.size(); ++i)
+            if (result.servers[i].vote == Vote::yes) {
+                yes_servers.push_back(i);
+                fence = std::max(fence, m_conns[i].outcome()->reply->integer);
+            }
+        if (m_conns.size() > 1)
+            won = write_fence(yes_servers, fence, interrupt_fd, result.servers) &&
+                  Clock::now() < valid_until;
+        if (won) {
+            result.elapsed = Clock::now() - sent;
+            result.status = AcquireStatus::acquired;
+            result.fence = m_fence = fence;
+            result.validity_end = m_validity_end = valid_until;
+            return result;
+        }
     }
+    result.elapsed = Clock::now() - sent;
 
     // Not acquired. Servers that said "held" cannot have our token; every other one might
     // (a yes, or a SET that landed after we stopped listening), so release there.
@@ -171,10 +196,53 @@ util::Expected<AcquireResult> Lock::acquire(int interrupt_fd) {
         result.status = AcquireStatus::interrupted;
         return result;
     }
-    if (t.yes + t.no < t.majority())
+    // Judged on what each server finally said (round 2 included): too few answers is an
+    // outage, not a lock held by someone else.
+    size_t answered = 0;
+    for (const auto& r : result.servers)
+        answered += r.vote == Vote::yes || r.vote == Vote::no;
+    if (answered < t.majority())
         return std::unexpected(quorum_error(result.servers));
     result.status = AcquireStatus::held;
     return result;
+}
+
+bool Lock::write_fence(const std::vector<size_t>& yes_servers, long long fence, int interrupt_fd,
+                       std::vector<ServerResult>& results) {
+    std::vector<std::string> args{m_token, std::to_string(fence)};
+    auto command = script_call(k_fence_script, true, m_key, m_meta_key, m_fence_key, args);
+    auto fallback = script_call(k_fence_script, false, m_key, m_meta_key, m_fence_key, args);
+    auto now = Clock::now();
+    for (size_t i : yes_servers)
+        m_conns[i].start(command, fallback, now);
+    const size_t majority = m_conns.size() / 2 + 1;
+    auto count = [&] {
+        size_t confirmed = 0, open = 0;
+        for (size_t i : yes_servers) {
+            auto r = classify(m_conns[i]);
+            confirmed += r.vote == Vote::yes;
+            open += r.vote == Vote::none;
+        }
+        return std::pair{confirmed, open};
+    };
+    (void)redis::wait(
+        m_conns,
+        [&] {
+            auto [confirmed, open] = count();
+            return confirmed >= majority || confirmed + open < majority;
+        },
+        interrupt_fd);
+    for (size_t i : yes_servers) {
+        auto r = classify(m_conns[i]);
+        results[i].latency += r.latency;
+        if (r.vote != Vote::yes) {
+            // The round-1 yes no longer counts: the acquisition is judged on round 2.
+            results[i].vote = r.vote == Vote::none ? Vote::failed : r.vote;
+            results[i].detail = r.vote == Vote::no ? "lost before the fence was written"
+                                                   : "fence not written: " + r.detail;
+        }
+    }
+    return count().first >= majority;
 }
 
 RenewStatus Lock::judge_renewal(Clock::time_point sent, Clock::time_point now) const {
@@ -223,8 +291,8 @@ RenewStatus Lock::extend(Millis ttl) {
     m_ttl = ttl;
     std::vector<std::string> args{m_token, std::to_string(ttl.count())};
     auto sent = Clock::now();
-    send_all(script_call(k_renew_script, true, m_key, m_meta_key, args),
-             script_call(k_renew_script, false, m_key, m_meta_key, args), sent);
+    send_all(script_call(k_renew_script, true, m_key, m_meta_key, m_fence_key, args),
+             script_call(k_renew_script, false, m_key, m_meta_key, m_fence_key, args), sent);
     (void)redis::wait(m_conns,
                       [&] { return judge_renewal(sent, Clock::now()) != RenewStatus::pending; });
     auto status = judge_renewal(sent, Clock::now());
@@ -239,7 +307,8 @@ std::vector<ServerResult> Lock::release() {
     // Always EVAL: stragglers are abandoned without waiting for their reply, so the request
     // must work without a NOSCRIPT fallback even on a server whose connection survived a
     // restart unnoticed.
-    send_all(script_call(k_release_script, false, m_key, m_meta_key, args), {}, Clock::now());
+    send_all(script_call(k_release_script, false, m_key, m_meta_key, m_fence_key, args), {},
+             Clock::now());
     // Once a majority answered, stragglers are not waited on, but only after the request was
     // written to each of them: a connection still being (re)connected would otherwise be
     // abandoned before the release ever left, and our key would stay there for its whole

@@ -1,13 +1,24 @@
 #pragma once
 // The lock itself, over one Redis server or several (the Redlock algorithm); one server is
 // simply the case N=1. Every request goes to all servers at once. A lock counts only with
-// a majority of yes answers and positive validity, measured on steady_clock from before the
+// a majority of yes answers and positive validity, measured on CLOCK_BOOTTIME from before the
 // first request was sent: ttl - elapsed - (ttl*0.01 + 2ms).
 //
 // Acquire is SET key token NX PX ttl (plus the holder's metadata), renew and release are
 // compare-and-pexpire and compare-and-delete; all are Lua scripts (lock/scripts.hpp) sent as
 // EVALSHA with EVAL on NOSCRIPT, so a lock that expired is never re-created and one that is
 // not ours is never touched.
+//
+// Every acquisition also gets a fence: an integer that is larger for every acquisition that
+// starts after another one completed, and never shared by two holders, even when their
+// holds overlap (a pause, an expired lease). One server increments its counter in the
+// acquire script. Over N servers the counter is a majority max-register: round 1 (the
+// acquire script) returns each server's counter + 1, and with a majority won the fence is
+// the largest of them; round 2 writes it, "raise to the fence while our token is there",
+// and the acquisition counts only once a majority of the servers whose round-1 yes was
+// received confirmed it within the validity. Any later winner's round-1 majority meets
+// that write, so its fence is larger; counting a server whose round-1 reply was lost would
+// break uniqueness (tests/model/ checks both, and that this restriction is needed).
 
 #include <chrono>
 #include <optional>
@@ -55,6 +66,7 @@ enum class AcquireStatus { acquired, held, interrupted };
 
 struct AcquireResult {
     AcquireStatus status = AcquireStatus::held;
+    long long fence = 0; // when acquired
     Clock::time_point validity_end{};
     Clock::duration elapsed{};
     std::vector<ServerResult> servers;
@@ -64,13 +76,17 @@ enum class RenewStatus { pending, renewed, not_ours, failed };
 
 class Lock {
   public:
-    // `key` is the lock key, `meta_key` its metadata hash; `holder` is written there at
-    // acquisition (field/value pairs from holder_fields), may be empty.
+    // `key` is the lock key, `meta_key` its metadata hash, `fence_key` its fence counter;
+    // `holder` is written to the metadata at acquisition (field/value pairs from
+    // holder_fields), may be empty.
     Lock(const std::vector<config::ServerConfig>& servers, std::string key, std::string meta_key,
-         std::string token, Millis ttl, std::vector<std::string> holder = {});
+         std::string fence_key, std::string token, Millis ttl,
+         std::vector<std::string> holder = {});
 
     [[nodiscard]] const std::string& key() const { return m_key; }
     [[nodiscard]] const std::string& token() const { return m_token; }
+    // The fence of the last successful acquire(); 0 before.
+    [[nodiscard]] long long fence() const { return m_fence; }
     [[nodiscard]] Millis ttl() const { return m_ttl; }
     [[nodiscard]] size_t server_count() const { return m_conns.size(); }
 
@@ -102,6 +118,10 @@ class Lock {
     std::vector<ServerResult> release();
 
   private:
+    // Round 2 over several servers: writes `fence` where round 1 said yes (`yes_servers`)
+    // and judges it by the servers in that set only. True when a majority confirmed.
+    [[nodiscard]] bool write_fence(const std::vector<size_t>& yes_servers, long long fence,
+                                   int interrupt_fd, std::vector<ServerResult>& results);
     Tally tally() const;
     std::vector<ServerResult> collect() const;
     void send_all(const std::string& command, const std::string& fallback, Clock::time_point now);
@@ -110,7 +130,9 @@ class Lock {
     std::vector<redis::Connection> m_conns;
     std::string m_key;
     std::string m_meta_key;
+    std::string m_fence_key;
     std::string m_token;
+    long long m_fence = 0;
     std::vector<std::string> m_holder;
     Millis m_ttl;
     bool m_renewing = false;

@@ -1,7 +1,9 @@
 #pragma once
 // The Lua scripts redlock runs, with their SHA1 for EVALSHA. Keys go only as KEYS and values
-// only as ARGV. KEYS[1] is the lock key, KEYS[2] its metadata hash {<key>}:meta (same hash
-// slot). tests/lock/scripts_test.cpp checks each SHA1 against the server's SCRIPT LOAD.
+// only as ARGV. KEYS[1] is the lock key, KEYS[2] its metadata hash {<key>}:meta, KEYS[3]
+// its fence counter {<key>}:fence (same hash slot; the counter has no TTL and is never
+// deleted, or fences could go backwards). tests/lock/scripts_test.cpp checks each SHA1 against the
+// server's SCRIPT LOAD.
 
 #include <string_view>
 
@@ -12,19 +14,56 @@ struct Script {
     std::string_view sha1;
 };
 
-// SET NX PX; on success the metadata hash (ARGV[3..] field/value pairs) is replaced
-// and given the same TTL. Returns 1 when acquired, 0 when held by another owner.
+// Round 1 of an acquisition over several servers. The fence counter is checked first
+// (a counter that is not a number is an error, never read as 0), then SET NX PX; on
+// success the metadata hash (ARGV[3..] field/value pairs) is replaced with the same TTL.
+// Returns 0 when held by another owner, else this server's counter + 1: the fence this
+// server alone would give. The client takes the largest over a majority (lock/lock.hpp).
 inline constexpr Script k_acquire_script{
-    R"lua(if redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
+    R"lua(local fence = redis.call("get", KEYS[3])
+fence = fence and tonumber(fence)
+if fence == nil then return redis.error_reply("ERR fence counter " .. KEYS[3] .. " is not a number") end
+if redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
   redis.call("del", KEYS[2])
   if #ARGV > 2 then
     redis.call("hset", KEYS[2], unpack(ARGV, 3))
     redis.call("pexpire", KEYS[2], ARGV[2])
   end
-  return 1
+  return (fence or 0) + 1
 end
 return 0)lua",
-    "36c34a2bd3f6546987cb0328c9ec8b325696f9c6"};
+    "449ac218a0f12968ae08e83d2b7f78885344069f"};
+
+// The whole acquisition on a single server: as k_acquire_script, and on success the
+// counter is incremented and the new fence, returned, is also recorded in the metadata.
+inline constexpr Script k_acquire_single_script{
+    R"lua(local fence = redis.call("get", KEYS[3])
+if fence and tonumber(fence) == nil then return redis.error_reply("ERR fence counter " .. KEYS[3] .. " is not a number") end
+if redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
+  redis.call("del", KEYS[2])
+  fence = redis.call("incr", KEYS[3])
+  if #ARGV > 2 then
+    redis.call("hset", KEYS[2], "fence", fence, unpack(ARGV, 3))
+    redis.call("pexpire", KEYS[2], ARGV[2])
+  end
+  return fence
+end
+return 0)lua",
+    "9285ddb4dab694ab2fdff06b85c1b1cc294b28c3"};
+
+// Round 2 over several servers (ARGV[1] token, ARGV[2] fence): while this server still
+// holds our token, raise its counter to the fence, never lowering it, and record the fence
+// in the metadata if there is any. Returns 1 when the counter now holds our fence, 0 when
+// the token is gone or the counter is already higher.
+inline constexpr Script k_fence_script{
+    R"lua(if redis.call("get", KEYS[1]) ~= ARGV[1] then return 0 end
+local fence = redis.call("get", KEYS[3])
+if fence and tonumber(fence) == nil then return redis.error_reply("ERR fence counter " .. KEYS[3] .. " is not a number") end
+if fence and tonumber(fence) > tonumber(ARGV[2]) then return 0 end
+redis.call("set", KEYS[3], ARGV[2])
+if redis.call("exists", KEYS[2]) == 1 then redis.call("hset", KEYS[2], "fence", ARGV[2]) end
+return 1)lua",
+    "9e425eaddbf7a8c22befb8c18fe62ffaca6f19bf"};
 
 // Compare-and-pexpire (ARGV[1] token, ARGV[2] ttl ms), the metadata alongside (its ttl_ms
 // follows, for `extend`). Never re-creates an expired lock. Returns 1 when renewed, 0 when
@@ -48,11 +87,13 @@ end
 return 0)lua",
     "72d6c24aa0ab33a1105cc8c6eac7eb286d7537a3"};
 
-// The token, remaining TTL (ms) and metadata of a lock; {nil, -2, {}} when free.
+// The token, remaining TTL (ms), metadata and fence counter of a lock; {nil, -2, {}, fence}
+// when free (the counter outlives the lock: it has no TTL).
 inline constexpr Script k_inspect_script{
     R"lua(local token = redis.call("get", KEYS[1])
-if not token then return {false, -2, {}} end
-return {token, redis.call("pttl", KEYS[1]), redis.call("hgetall", KEYS[2])})lua",
-    "7012dfa1948ae7716ac351862edc42f339c99e35"};
+local fence = redis.call("get", KEYS[3])
+if not token then return {false, -2, {}, fence} end
+return {token, redis.call("pttl", KEYS[1]), redis.call("hgetall", KEYS[2]), fence})lua",
+    "bbd946d0acf8e7f34865dfc0964a3485339065f8"};
 
 } // namespace redlock::lock

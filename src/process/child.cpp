@@ -253,12 +253,12 @@ bool alone_in_process_group() {
     return true;
 }
 
-std::vector<pid_t> descendants() {
+std::vector<pid_t> descendants(pid_t root) {
     std::unordered_multimap<pid_t, pid_t> children_of;
     for (const auto& p : scan_processes())
         children_of.emplace(p.ppid, p.pid);
     std::vector<pid_t> out;
-    std::vector<pid_t> queue{::getpid()};
+    std::vector<pid_t> queue{root > 0 ? root : ::getpid()};
     while (!queue.empty()) {
         pid_t parent = queue.back();
         queue.pop_back();

@@ -76,8 +76,8 @@ ReapResult reap_children(pid_t program, std::optional<int>& program_status);
 // Enables child-subreaper mode for this process.
 void become_subreaper();
 
-// Every process descended from this one, found through /proc.
-[[nodiscard]] std::vector<pid_t> descendants();
+// Every process descended from `root` (default: this one), found through /proc.
+[[nodiscard]] std::vector<pid_t> descendants(pid_t root = 0);
 
 // Whether no other process shares this one's process group (a shell pipeline does).
 [[nodiscard]] bool alone_in_process_group();

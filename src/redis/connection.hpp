@@ -15,11 +15,12 @@
 
 #include "config/config.hpp"
 #include "redis/reply.hpp"
+#include "util/clock.hpp"
 #include "util/fd.hpp"
 
 namespace redlock::redis {
 
-using Clock = std::chrono::steady_clock;
+using Clock = util::BootClock; // counts suspend: see util/clock.hpp
 
 enum class FailureKind {
     connect,   // could not connect (refused, unreachable, name not resolved)

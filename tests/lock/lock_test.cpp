@@ -29,6 +29,7 @@ namespace {
 
 const std::string k_key = "lock:x";
 const std::string k_meta = "{lock:x}:meta";
+const std::string k_fence = "{lock:x}:fence";
 
 redlock::lock::Holder test_holder(long long ttl_ms) {
     redlock::lock::Holder h;
@@ -47,7 +48,7 @@ struct OneServer {
 
     Lock make_lock(Millis ttl = 10s, std::string token = redlock::util::random_token()) {
         auto holder = redlock::lock::holder_fields(test_holder(ttl.count()), token);
-        return Lock(servers, k_key, k_meta, token, ttl, holder);
+        return Lock(servers, k_key, k_meta, k_fence, token, ttl, holder);
     }
     std::string get(const std::string& key = k_key) const { return server.command({"GET", key}); }
     long long pttl(const std::string& key = k_key) const {
@@ -81,7 +82,7 @@ TEST_CASE("acquiring a lock writes the holder's metadata next to it with the sam
     auto lock = s.make_lock(10s);
     REQUIRE(lock.acquire());
     CHECK(s.server.command({"HGETALL", k_meta}) ==
-          "[token, " + lock.token() +
+          "[fence, 1, token, " + lock.token() +
               ", host, test-host, pid, 1234, user, tester, command, sleep 10, acquired_at, "
               "2024-01-02T03:04:05.678Z, ttl_ms, 10000]");
     CHECK(s.pttl(k_meta) > 5000);
@@ -248,7 +249,7 @@ TEST_CASE("acquiring with a wrong password is an auth error that never shows the
     RedisServer server(options);
     std::vector servers{
         server_config("redis://:a-wrong-one@127.0.0.1:" + std::to_string(server.port()))};
-    Lock lock(servers, k_key, k_meta, redlock::util::random_token(), 10s);
+    Lock lock(servers, k_key, k_meta, k_fence, redlock::util::random_token(), 10s);
     auto result = lock.acquire();
     REQUIRE_FALSE(result);
     CHECK(result.error().kind == ErrorKind::auth);
@@ -265,7 +266,7 @@ TEST_CASE("acquiring without the password a server requires is an auth error") {
     options.requirepass = "pw";
     RedisServer server(options);
     std::vector servers{server_config(server.url())};
-    Lock lock(servers, k_key, k_meta, redlock::util::random_token(), 10s);
+    Lock lock(servers, k_key, k_meta, k_fence, redlock::util::random_token(), 10s);
     auto result = lock.acquire();
     REQUIRE_FALSE(result);
     CHECK(result.error().kind == ErrorKind::auth);
@@ -281,7 +282,7 @@ TEST_CASE("an ACL user without access to the lock key is refused with an auth er
     RedisServer server(options);
     std::vector servers{
         server_config("redis://app:app-pass@127.0.0.1:" + std::to_string(server.port()))};
-    Lock lock(servers, k_key, k_meta, redlock::util::random_token(), 10s);
+    Lock lock(servers, k_key, k_meta, k_fence, redlock::util::random_token(), 10s);
     auto result = lock.acquire();
     REQUIRE_FALSE(result);
     CHECK(result.error().kind == ErrorKind::auth);
@@ -294,7 +295,7 @@ TEST_CASE("a lock in another database does not see the lock in database 0") {
     auto in_db0 = s.make_lock();
     REQUIRE(in_db0.acquire());
     std::vector servers{server_config(s.server.url() + "/5")};
-    Lock in_db5(servers, k_key, k_meta, redlock::util::random_token(), 10s);
+    Lock in_db5(servers, k_key, k_meta, k_fence, redlock::util::random_token(), 10s);
     auto result = in_db5.acquire();
     REQUIRE(result);
     CHECK(result->status == AcquireStatus::acquired);

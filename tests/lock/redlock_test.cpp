@@ -35,6 +35,7 @@ namespace {
 
 const std::string k_key = "lock:x";
 const std::string k_meta = "{lock:x}:meta";
+const std::string k_fence = "{lock:x}:fence";
 constexpr size_t k_n = 5;
 
 struct FiveServers {
@@ -60,7 +61,7 @@ struct FiveServers {
     std::string name(size_t i) const { return "127.0.0.1:" + std::to_string(servers[i]->port()); }
 
     Lock make_lock(Millis ttl = 30s) const {
-        return Lock(configs, k_key, k_meta, redlock::util::random_token(), ttl);
+        return Lock(configs, k_key, k_meta, k_fence, redlock::util::random_token(), ttl);
     }
     std::string get(size_t i) const { return servers[i]->command({"GET", k_key}); }
     bool meta_exists(size_t i) const { return servers[i]->command({"EXISTS", k_meta}) == "1"; }

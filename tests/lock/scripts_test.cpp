@@ -6,6 +6,8 @@
 #include "support/redis_server.hpp"
 
 using redlock::lock::k_acquire_script;
+using redlock::lock::k_acquire_single_script;
+using redlock::lock::k_fence_script;
 using redlock::lock::k_inspect_script;
 using redlock::lock::k_release_script;
 using redlock::lock::k_renew_script;
@@ -21,6 +23,8 @@ std::string load(const RedisServer& server, const Script& script) {
 TEST_CASE("each script's sha1 constant is the one the server computes for its source") {
     RedisServer server;
     CHECK(load(server, k_acquire_script) == k_acquire_script.sha1);
+    CHECK(load(server, k_acquire_single_script) == k_acquire_single_script.sha1);
+    CHECK(load(server, k_fence_script) == k_fence_script.sha1);
     CHECK(load(server, k_renew_script) == k_renew_script.sha1);
     CHECK(load(server, k_release_script) == k_release_script.sha1);
     CHECK(load(server, k_inspect_script) == k_inspect_script.sha1);
@@ -28,12 +32,71 @@ TEST_CASE("each script's sha1 constant is the one the server computes for its so
 
 TEST_CASE("the inspect script reports a free lock as nil, -2 and no metadata") {
     RedisServer server;
-    CHECK(server.command({"EVAL", std::string(k_inspect_script.source), "2", "lock:x",
-                          "{lock:x}:meta"}) == "[(nil), -2, []]");
+    CHECK(server.command({"EVAL", std::string(k_inspect_script.source), "3", "lock:x",
+                          "{lock:x}:meta", "{lock:x}:fence"}) == "[(nil), -2, [], (nil)]");
     server.command({"SET", "lock:x", "tok", "PX", "60000"});
     server.command({"HSET", "{lock:x}:meta", "token", "tok"});
-    auto held = server.command(
-        {"EVAL", std::string(k_inspect_script.source), "2", "lock:x", "{lock:x}:meta"});
+    server.command({"SET", "{lock:x}:fence", "7"});
+    auto held = server.command({"EVAL", std::string(k_inspect_script.source), "3", "lock:x",
+                                "{lock:x}:meta", "{lock:x}:fence"});
     CHECK(held.starts_with("[tok, "));
-    CHECK(held.ends_with(", [token, tok]]"));
+    CHECK(held.ends_with(", [token, tok], 7]"));
+}
+
+namespace {
+std::string eval(const RedisServer& server, const Script& script,
+                 std::initializer_list<std::string> args) {
+    std::vector<std::string> argv{
+        "EVAL", std::string(script.source), "3", "lock:x", "{lock:x}:meta", "{lock:x}:fence"};
+    argv.insert(argv.end(), args);
+    return server.command(argv);
+}
+} // namespace
+
+TEST_CASE("the single-server acquire script increments the fence only when it acquires") {
+    RedisServer server;
+    CHECK(eval(server, k_acquire_single_script, {"t1", "60000", "host", "h"}) == "1");
+    CHECK(eval(server, k_acquire_single_script, {"t2", "60000"}) == "0");
+    CHECK(server.command({"GET", "{lock:x}:fence"}) == "1");
+    CHECK(server.command({"HGET", "{lock:x}:meta", "fence"}) == "1");
+    server.command({"DEL", "lock:x"});
+    CHECK(eval(server, k_acquire_single_script, {"t3", "60000"}) == "2");
+    CHECK(server.command({"PTTL", "{lock:x}:fence"}) == "-1");
+}
+
+TEST_CASE("the round-1 acquire script returns the counter plus one and writes nothing to it") {
+    RedisServer server;
+    CHECK(eval(server, k_acquire_script, {"t1", "60000"}) == "1");
+    CHECK(server.command({"EXISTS", "{lock:x}:fence"}) == "0");
+    server.command({"DEL", "lock:x"});
+    server.command({"SET", "{lock:x}:fence", "41"});
+    CHECK(eval(server, k_acquire_script, {"t2", "60000"}) == "42");
+    CHECK(eval(server, k_acquire_script, {"t3", "60000"}) == "0");
+}
+
+TEST_CASE("the fence script raises the counter only under our token and never lowers it") {
+    RedisServer server;
+    server.command({"SET", "lock:x", "mine", "PX", "60000"});
+    server.command({"HSET", "{lock:x}:meta", "token", "mine"});
+    CHECK(eval(server, k_fence_script, {"other", "5"}) == "0");
+    CHECK(server.command({"EXISTS", "{lock:x}:fence"}) == "0");
+    CHECK(eval(server, k_fence_script, {"mine", "5"}) == "1");
+    CHECK(server.command({"GET", "{lock:x}:fence"}) == "5");
+    CHECK(server.command({"HGET", "{lock:x}:meta", "fence"}) == "5");
+    CHECK(eval(server, k_fence_script, {"mine", "3"}) == "0");
+    CHECK(server.command({"GET", "{lock:x}:fence"}) == "5");
+    // No metadata hash: none is created (it would have no TTL).
+    server.command({"DEL", "{lock:x}:meta"});
+    CHECK(eval(server, k_fence_script, {"mine", "6"}) == "1");
+    CHECK(server.command({"EXISTS", "{lock:x}:meta"}) == "0");
+}
+
+TEST_CASE("a fence counter that is not a number is an error, never read as zero") {
+    RedisServer server;
+    server.command({"SET", "{lock:x}:fence", "garbage"});
+    CHECK(eval(server, k_acquire_single_script, {"t1", "60000"}).find("is not a number") !=
+          std::string::npos);
+    CHECK(eval(server, k_acquire_script, {"t1", "60000"}).find("is not a number") !=
+          std::string::npos);
+    CHECK(server.command({"EXISTS", "lock:x"}) == "0");
 }

@@ -1,0 +1,270 @@
+"""Fencing tokens and pauses: REDLOCK_FENCE only grows, and a paused redlock cannot leave
+PROGRAM running past its lease.
+
+Over one server and Redlock over five, with servers killed and restarted empty, frozen,
+and holders paused (SIGSTOP) past their TTL. The fenced register is the pattern the
+README documents: a file guarded by flock(1) that refuses a fence not larger than the
+last one it accepted.
+"""
+
+import json
+import os
+import signal
+import unittest
+
+from redlock_e2e import E2ETest, SLACK, kill_quietly, pid_alive, read_pid_file, wait_until
+
+# $1 register, $2 fence, $3 log: accept the write only with a larger fence (atomically,
+# under flock), and log "accepted F" or "refused F".
+REGISTER = r'''
+exec 9>>"$1.lock"
+flock 9
+last=$(cat "$1" 2>/dev/null || echo 0)
+if [ "$2" -gt "$last" ]; then
+    echo "$2" > "$1"; echo "accepted $2" >> "$3"
+else
+    echo "refused $2" >> "$3"; exit 1
+fi
+'''
+
+# PROGRAM: records its fence, then writes it to the register ($1 dir).
+FENCED_JOB = r'''
+d=$1
+echo "$REDLOCK_FENCE" >> "$d/fences"
+sh -c "$REGISTER" sh "$d/register" "$REDLOCK_FENCE" "$d/log"
+'''
+
+
+def proc_state(pid):
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except FileNotFoundError:
+        return None
+    return stat[stat.rindex(b")") + 2:][:1].decode()
+
+
+def children(pid):
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(p) for p in f.read().split()]
+    except FileNotFoundError:
+        return []
+
+
+class FenceTestBase(E2ETest):
+    def servers(self, n, **options):
+        self.redis = [self.redis_server(**options) for _ in range(n)]
+        self.global_args = [a for s in self.redis for a in ("-s", s.url())]
+
+    def run_fenced(self, n, wait="60s"):
+        """n concurrent fenced jobs; returns the fences in the order they held the lock."""
+        d = self.mkdtemp("fenced-")
+        env = self.env({"REGISTER": REGISTER})
+        procs = [self.start_redlock(self.global_args + [
+            "run", "-k", "fenced", "-w", wait, "--", "sh", "-c", FENCED_JOB, "sh", d],
+            env=env) for _ in range(n)]
+        for p in procs:
+            self.assertEqual(p.wait(120), 0, p.stderr)
+        with open(f"{d}/fences") as f:
+            fences = [int(x) for x in f.read().split()]
+        with open(f"{d}/log") as f:
+            log = f.read().split("\n")
+        self.assertNotIn("refused", " ".join(log), log)
+        return fences
+
+    def assertIncreasing(self, fences):
+        self.assertTrue(all(b > a for a, b in zip(fences, fences[1:])),
+                        f"fences not strictly increasing: {fences}")
+        self.assertGreaterEqual(fences[0], 1)
+
+    def fence_of_run(self, extra=()):
+        r = self.run_redlock(self.global_args + ["run", "-k", "seq", *extra, "--", "sh", "-c",
+                                                 'echo "$REDLOCK_FENCE"'])
+        self.assertStatus(r, 0)
+        return int(r.stdout)
+
+
+class SingleServerFenceTest(FenceTestBase):
+    def setUp(self):
+        super().setUp()
+        self.servers(1)
+
+    def test_sequential_runs_get_fences_one_two_three(self):
+        self.assertEqual([self.fence_of_run() for _ in range(3)], [1, 2, 3])
+        self.assertEqual(self.redis[0].command("GET", "{lock:seq}:fence"), "3")
+        self.assertEqual(self.redis[0].command("PTTL", "{lock:seq}:fence"), -1)
+
+    def test_contended_runs_hold_the_lock_in_fence_order(self):
+        fences = self.run_fenced(8)
+        self.assertEqual(sorted(fences), list(range(1, 9)))
+        self.assertIncreasing(fences)
+
+    def test_acquire_prints_the_fence_and_status_shows_it(self):
+        r = self.run_redlock(self.global_args + ["acquire", "--json", "-t", "1m", "a"])
+        self.assertStatus(r, 0)
+        doc = json.loads(r.stdout)
+        self.assertEqual(doc["fence"], 1)
+        r = self.run_redlock(self.global_args + ["status", "--json", "a"])
+        lock = json.loads(r.stdout)["locks"][0]
+        self.assertEqual(lock["fence"], 1)
+        self.assertEqual(lock["servers"][0]["fence"], 1)
+        r = self.run_redlock(self.global_args + ["status", "a"])
+        self.assertIn("fence     1", r.stdout)
+        self.run_redlock(self.global_args + ["release", "a", "--token", doc["token"]])
+        r = self.run_redlock(self.global_args + ["acquire", "--shell", "-t", "1m", "a"])
+        self.assertStatus(r, 0)
+        self.assertIn("REDLOCK_FENCE='2'; export REDLOCK_FENCE", r.stdout)
+        self.assertIn("REDLOCK_KEY='a'; export REDLOCK_KEY", r.stdout)
+        r = self.run_redlock(self.global_args + ["status", "a"])
+        self.assertIn("fence     2", r.stdout)
+        # The plain output is the token alone, as scripts capture it.
+        r = self.run_redlock(self.global_args + ["acquire", "-t", "1m", "b"])
+        self.assertRegex(r.stdout, r"^[0-9a-f]{32}\n$")
+        # Releasing by force keeps the counter: the next fence is still larger.
+        r = self.run_redlock(self.global_args + ["release", "--force", "--yes", "a"])
+        self.assertStatus(r, 0)
+        self.assertEqual(self.redis[0].command("GET", "{lock:a}:fence"), "2")
+        r = self.run_redlock(self.global_args + ["status", "a"])
+        self.assertIn("a: free (last fence 2)", r.stdout)
+
+    def test_a_counter_that_is_not_a_number_is_refused_and_never_restarts_at_one(self):
+        self.redis[0].command("SET", "{lock:seq}:fence", "banana")
+        r = self.run_redlock(self.global_args + ["run", "-k", "seq", "--", "true"])
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("is not a number", r.stderr)
+        self.assertKeyGone(self.redis[0], "lock:seq")
+
+
+class RedlockFenceTest(FenceTestBase):
+    def setUp(self):
+        super().setUp()
+        self.servers(5)
+
+    def test_sequential_runs_increase_over_five_servers(self):
+        fences = [self.fence_of_run() for _ in range(4)]
+        self.assertEqual(fences, [1, 2, 3, 4])
+        # Written on a majority at least (stragglers are not waited for).
+        counters = [s.command("GET", "{lock:seq}:fence") for s in self.redis]
+        self.assertGreaterEqual(counters.count("4"), 3, counters)
+
+    def test_contended_runs_over_five_servers(self):
+        fences = self.run_fenced(8)
+        self.assertIncreasing(fences)
+        self.assertEqual(len(set(fences)), 8)
+
+    def test_two_servers_restarted_empty_do_not_send_fences_back(self):
+        before = [self.fence_of_run() for _ in range(3)]
+        for s in self.redis[:2]:
+            s.restart()  # empty: counters lost on a minority
+        after = [self.fence_of_run() for _ in range(3)]
+        self.assertIncreasing(before + after)
+        # Now the other two restart empty: the majority that kept the counter is new.
+        for s in self.redis[3:]:
+            s.restart()
+        later = [self.fence_of_run() for _ in range(2)]
+        self.assertIncreasing(before + after + later)
+
+    def test_two_servers_down_and_one_frozen_still_increase(self):
+        first = self.fence_of_run()
+        self.redis[0].kill()
+        self.redis[1].freeze()
+        second = self.fence_of_run(["-w", "10s"])
+        self.redis[1].thaw()
+        self.redis[1].kill()
+        self.redis[0].restart()
+        self.redis[1].restart()
+        self.redis[2].freeze()
+        third = self.fence_of_run(["-w", "10s"])
+        self.redis[2].thaw()
+        self.assertIncreasing([first, second, third])
+
+
+class PauseTest(FenceTestBase):
+    """SIGSTOP of a holder past its TTL."""
+
+    def setUp(self):
+        super().setUp()
+        self.servers(1)
+
+    def start_holder(self, name, ttl="2s"):
+        d = self.mkdtemp("holder-")
+        script = 'echo $$ > "$1/pid.tmp" && mv "$1/pid.tmp" "$1/pid"; exec sleep 60'
+        proc = self.start_redlock(self.global_args + ["run", "-k", name, "-t", ttl, "--", "sh",
+                                                      "-c", script, "sh", d])
+        program = read_pid_file(f"{d}/pid", proc=proc)
+        self.kill_at_cleanup(program)
+        return proc, program
+
+    def watchdog_of(self, redlock, program):
+        dogs = [p for p in children(redlock) if p != program]
+        self.assertEqual(len(dogs), 1, f"children of redlock: {children(redlock)}")
+        return dogs[0]
+
+    def stop(self, pid):
+        os.kill(pid, signal.SIGSTOP)
+        wait_until(lambda: proc_state(pid) == "T", 10, message=f"{pid} to stop")
+        self.addCleanup(kill_quietly, pid, signal.SIGCONT)
+
+    def test_a_stopped_redlock_cannot_leave_program_running_past_the_lease(self):
+        proc, program = self.start_holder("pause")
+        self.stop(proc.pid)
+
+        # A second client polls until it gets the lock; by then PROGRAM must be dead.
+        def second_gets_it():
+            r = self.run_redlock(self.global_args + [
+                "run", "-n", "-k", "pause", "--", "sh", "-c",
+                f"s=$(sed 's/.*) //' /proc/{program}/stat 2>/dev/null | cut -c1); "
+                '[ -z "$s" ] || [ "$s" = Z ] && echo dead || echo alive'])
+            return r if r.returncode == 0 else None
+        r = wait_until(second_gets_it, 20, interval=0.05, message="the second client")
+        self.assertEqual(r.stdout.strip(), "dead", "first PROGRAM ran on past the lease")
+        self.assertFalse(pid_alive(program))
+        # Continued, redlock notices and reports the lost lease.
+        os.kill(proc.pid, signal.SIGCONT)
+        self.assertEqual(proc.wait(30), 79)
+        self.assertIn("stopped or starved", proc.stderr)
+
+    def test_redlock_and_program_stopped_are_both_handled_by_the_watchdog(self):
+        proc, program = self.start_holder("both")
+        self.stop(proc.pid)
+        self.stop(program)
+        wait_until(lambda: not pid_alive(program), 20, message="the watchdog to kill PROGRAM")
+        os.kill(proc.pid, signal.SIGCONT)
+        self.assertEqual(proc.wait(30), 79)
+        self.assertKeyGone(self.redis[0], "lock:both")
+
+    def test_a_whole_host_pause_is_caught_by_the_fence(self):
+        # Everything of the first holder stopped, watchdog included: what no local
+        # mechanism can catch (a paused VM). The second holder's fence is larger, and the
+        # register refuses the first one's late write.
+        d = self.mkdtemp("fenced-")
+        env = self.env({"REGISTER": REGISTER})
+        job = ('echo $$ > "$1/pid.tmp" && mv "$1/pid.tmp" "$1/pid"; '
+               'while [ ! -e "$1/go" ]; do sleep 0.02; done; ' + FENCED_JOB)
+        first = self.start_redlock(self.global_args + [
+            "run", "-k", "host", "-t", "1s", "--", "sh", "-c", job, "sh", d], env=env)
+        program = read_pid_file(f"{d}/pid", proc=first)
+        dog = self.watchdog_of(first.pid, program)
+        for pid in (dog, first.pid, program):
+            self.stop(pid)
+        second = self.run_redlock(self.global_args + [
+            "run", "-k", "host", "-w", "20s", "--", "sh", "-c", FENCED_JOB, "sh", d], env=env)
+        self.assertStatus(second, 0)
+        open(f"{d}/go", "w").close()
+        for pid in (program, dog, first.pid):  # the host wakes up
+            os.kill(pid, signal.SIGCONT)
+        self.assertEqual(first.wait(30), 79)
+        with open(f"{d}/log") as f:
+            log = f.read().split()
+        with open(f"{d}/fences") as f:
+            fences = [int(x) for x in f.read().split()]
+        self.assertEqual(log[:2], ["accepted", str(fences[0])])
+        # The stale holder, if it got to write at all before it was stopped, was refused.
+        self.assertNotIn(f"accepted 1", " ".join(log[2:]))
+        if len(log) > 2:
+            self.assertEqual(log[2:], ["refused", "1"])
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
