@@ -122,19 +122,22 @@ void judge(ServerReport& r, std::chrono::milliseconds ttl) {
         r.checks.push_back({"persistence", Level::note, "cannot read appendonly (CONFIG refused)"});
     else if (*r.appendonly == "yes" && r.appendfsync == "always")
         r.checks.push_back({"persistence", Level::ok,
-                            "appendonly yes, appendfsync always: locks survive a restart"});
+                            "appendonly yes, appendfsync always: locks and fence counters "
+                            "survive a restart"});
     else if (*r.appendonly == "yes")
         r.checks.push_back(
             {"persistence", Level::note,
              util::format("appendonly yes, appendfsync {}: a crash can lose the last locks "
-                          "written; use appendfsync always, or restart this server only after "
-                          "the longest lock ttl has passed",
+                          "and fence counters written; use appendfsync always, or restart this "
+                          "server only after the longest lock ttl has passed (fences can still "
+                          "repeat if a majority loses its counters)",
                           r.appendfsync.value_or("unknown"))});
     else
         r.checks.push_back({"persistence", Level::note,
-                            "appendonly no: a restart forgets every lock; restart this server "
-                            "only after the longest lock ttl has passed, or enable appendonly yes "
-                            "with appendfsync always"});
+                            "appendonly no: a restart forgets every lock and fence counter; "
+                            "restart this server only after the longest lock ttl has passed, "
+                            "and never a majority of the servers empty (fences would repeat), "
+                            "or enable appendonly yes with appendfsync always"});
 
     r.checks.push_back({"scripts", r.scripts_ok ? Level::ok : Level::risk,
                         r.scripts_ok ? "lock scripts load"
@@ -238,8 +241,9 @@ std::vector<ServerReport> examine(std::span<Connection> conns, std::chrono::mill
 
     for (auto& r : reports)
         r.scripts_ok = r.reachable;
-    for (const auto* script : {&lock::k_acquire_script, &lock::k_renew_script,
-                               &lock::k_release_script, &lock::k_inspect_script}) {
+    for (const auto* script :
+         {&lock::k_acquire_script, &lock::k_acquire_single_script, &lock::k_fence_script,
+          &lock::k_renew_script, &lock::k_release_script, &lock::k_inspect_script}) {
         std::array<std::string_view, 3> argv{"SCRIPT", "LOAD", script->source};
         redis::request_all(conns, redis::encode_command(argv));
         for (size_t i = 0; i < conns.size(); ++i) {
