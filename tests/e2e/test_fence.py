@@ -9,7 +9,9 @@ last one it accepted.
 
 import json
 import os
+import random
 import signal
+import time
 import unittest
 
 from redlock_e2e import E2ETest, SLACK, kill_quietly, pid_alive, read_pid_file, wait_until
@@ -264,6 +266,55 @@ class PauseTest(FenceTestBase):
         self.assertNotIn(f"accepted 1", " ".join(log[2:]))
         if len(log) > 2:
             self.assertEqual(log[2:], ["refused", "1"])
+
+
+class FencedRegisterUnderPausesTest(FenceTestBase):
+    """Many clients write a fenced register while servers and clients are paused: no two
+    holders share a fence, every write the register accepted had a larger fence than the
+    one before, and everything that was refused was older than what it had accepted."""
+
+    def test_many_clients_with_servers_and_holders_paused(self):
+        seed = int(os.environ.get("REDLOCK_SEED", random.randrange(1 << 30)))
+        rnd = random.Random(seed)
+        self.servers(3)
+        d = self.mkdtemp("fenced-")
+        env = self.env({"REGISTER": REGISTER})
+        job = 'sleep 0.$(( $$ % 3 )); ' + FENCED_JOB
+        procs = []
+        for i in range(12):
+            procs.append(self.start_redlock(self.global_args + [
+                "run", "-k", "reg", "-t", "600ms", "-w", "60s", "--", "sh", "-c", job, "sh",
+                d], env=env))
+            # The nemesis, between starts: freeze a minority server for a while, or stop a
+            # client (holder or waiter) past its TTL together with its whole tree.
+            if rnd.random() < 0.5:
+                victim = rnd.choice(self.redis)
+                victim.freeze()
+                time.sleep(rnd.uniform(0.1, 0.8))
+                victim.thaw()
+            else:
+                p = rnd.choice(procs)
+                tree = [p.pid] + children(p.pid)
+                for pid in tree:
+                    kill_quietly(pid, signal.SIGSTOP)
+                time.sleep(rnd.uniform(0.2, 1.0))
+                for pid in tree:
+                    kill_quietly(pid, signal.SIGCONT)
+        statuses = [p.wait(120) for p in procs]
+        for st, p in zip(statuses, procs):
+            self.assertIn(st, (0, 1, 79), f"seed {seed}: {p.stderr}")
+        with open(f"{d}/fences") as f:
+            fences = [int(x) for x in f.read().split()]
+        self.assertEqual(len(fences), len(set(fences)), f"seed {seed}: shared fence {fences}")
+        with open(f"{d}/log") as f:
+            log = [line.split() for line in f.read().splitlines()]
+        accepted = [int(f) for verdict, f in log if verdict == "accepted"]
+        self.assertEqual(accepted, sorted(accepted), f"seed {seed}: {log}")
+        for verdict, f in log:
+            if verdict == "refused":
+                self.assertLess(int(f), max(accepted), f"seed {seed}: {log}")
+        # Every client that ended 0 wrote and was accepted (nothing lost).
+        self.assertEqual(statuses.count(0), len(accepted), f"seed {seed}: {log} {statuses}")
 
 
 if __name__ == "__main__":
