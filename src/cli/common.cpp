@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <poll.h>
+#include <set>
 #include <unistd.h>
 
 #include "lock/name.hpp"
@@ -53,6 +54,18 @@ int sleep_interruptibly(process::SignalEvents& signals, Clock::time_point until)
     }
 }
 
+// A failed attempt is released everywhere; where the server refused that release (an
+// ACL without DEL), our key stays until its TTL: say so, once per server.
+void note_failed_cleanup(const lock::Lock& lock, std::string_view name) {
+    static std::set<std::string> noted;
+    for (const auto& r : lock.last_cleanup())
+        if (r.vote == lock::ServerResult::Vote::failed && r.auth_failure &&
+            noted.insert(r.server).second)
+            log::note("could not clean up after a failed attempt on '{}' at {} ({}); the key "
+                      "there expires by its ttl",
+                      name, r.server, r.detail);
+}
+
 } // namespace
 
 int report(const util::Error& error) {
@@ -71,6 +84,7 @@ util::Expected<Acquisition> acquire_waiting(lock::Lock& lock, std::string_view n
     for (;;) {
         ++attempts;
         auto attempt = lock.acquire(signals.fd());
+        note_failed_cleanup(lock, name);
         if (!attempt)
             return util::fail(attempt.error().kind,
                               util::format("cannot lock '{}': {}", name, attempt.error().message));

@@ -41,7 +41,7 @@ std::string wrap(std::string_view text, size_t first_width, size_t indent) {
 
 int doctor_command(const DoctorOptions& options, const config::Config& config) {
     auto conns = redis::connect_all(config.servers);
-    auto reports = doctor::examine(conns, config.ttl);
+    auto reports = doctor::examine(conns, config.ttl, config.key_prefix);
 
     size_t risks = 0, unreachable = 0, notes = 0;
     bool auth = false;

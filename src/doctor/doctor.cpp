@@ -139,11 +139,17 @@ void judge(ServerReport& r, std::chrono::milliseconds ttl) {
                             "and never a majority of the servers empty (fences would repeat), "
                             "or enable appendonly yes with appendfsync always"});
 
-    r.checks.push_back({"scripts", r.scripts_ok ? Level::ok : Level::risk,
-                        r.scripts_ok ? "lock scripts load"
-                                     : "lock scripts do not load (is EVAL/SCRIPT allowed for "
-                                       "this user?): " +
-                                           r.error});
+    if (!r.scripts_ok)
+        r.checks.push_back({"scripts", Level::risk,
+                            "lock scripts cannot run (is EVAL, and every command the scripts "
+                            "call, allowed for this user?): " +
+                                r.error});
+    else if (!r.evalsha_refused.empty())
+        r.checks.push_back({"scripts", Level::note,
+                            "EVALSHA is refused (" + r.evalsha_refused +
+                                "): redlock sends every script with EVAL instead"});
+    else
+        r.checks.push_back({"scripts", Level::ok, "lock scripts run (EVAL and EVALSHA)"});
 }
 
 } // namespace
@@ -160,7 +166,8 @@ const char* level_name(Level level) {
     return "risk";
 }
 
-std::vector<ServerReport> examine(std::span<Connection> conns, std::chrono::milliseconds ttl) {
+std::vector<ServerReport> examine(std::span<Connection> conns, std::chrono::milliseconds ttl,
+                                  std::string_view prefix) {
     std::vector<ServerReport> reports(conns.size());
     for (size_t i = 0; i < conns.size(); ++i) {
         reports[i].server = conns[i].name();
@@ -239,18 +246,34 @@ std::vector<ServerReport> examine(std::span<Connection> conns, std::chrono::mill
         reports[i].clock_offset_ms = (server_us - local_us) / 1000.0;
     }
 
+    // What run sends: EVAL (a server's first contact, every release) and EVALSHA (after),
+    // of a real lock script on a probe key under the prefix, so the ACL's key patterns
+    // and the commands the script calls are checked too. The probe only reads.
     for (auto& r : reports)
         r.scripts_ok = r.reachable;
-    for (const auto* script :
-         {&lock::k_acquire_script, &lock::k_acquire_single_script, &lock::k_fence_script,
-          &lock::k_renew_script, &lock::k_release_script, &lock::k_inspect_script}) {
-        std::array<std::string_view, 3> argv{"SCRIPT", "LOAD", script->source};
+    const std::string probe = std::string(prefix) + "redlock-doctor-probe";
+    const std::string probe_meta = "{" + probe + "}:meta";
+    const std::string probe_fence = "{" + probe + "}:fence";
+    for (bool by_sha : {false, true}) {
+        std::array<std::string_view, 6> argv{by_sha ? "EVALSHA" : "EVAL",
+                                             by_sha ? lock::k_inspect_script.sha1
+                                                    : lock::k_inspect_script.source,
+                                             "3",
+                                             probe,
+                                             probe_meta,
+                                             probe_fence};
         redis::request_all(conns, redis::encode_command(argv));
         for (size_t i = 0; i < conns.size(); ++i) {
+            if (!reports[i].scripts_ok)
+                continue;
             const auto* r = reply_of(conns[i], reports[i]);
             if (!r)
                 continue;
-            if (redis::text(*r) != script->sha1) {
+            if (!redis::is_error(*r))
+                continue;
+            if (by_sha) {
+                reports[i].evalsha_refused = std::string(redis::text(*r));
+            } else {
                 reports[i].scripts_ok = false;
                 if (reports[i].error.empty())
                     reports[i].error = redis::describe(*r);

@@ -7,6 +7,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "redis/connection.hpp"
@@ -37,12 +38,14 @@ struct ServerReport {
     std::optional<long long> maxmemory;
     std::optional<std::string> appendonly;
     std::optional<std::string> appendfsync;
-    bool scripts_ok = false;
+    bool scripts_ok = false;     // EVAL of a lock script runs
+    std::string evalsha_refused; // the error when EVALSHA itself is refused
     std::vector<Check> checks;
 };
 
-// Examines every server at once. `ttl` sets the clock-drift allowance (ttl*1% + 2ms).
-[[nodiscard]] std::vector<ServerReport> examine(std::span<redis::Connection> conns,
-                                                std::chrono::milliseconds ttl);
+// Examines every server at once. `ttl` sets the clock-drift allowance (ttl*1% + 2ms);
+// the scripts are tried on a probe key under `prefix`.
+[[nodiscard]] std::vector<ServerReport>
+examine(std::span<redis::Connection> conns, std::chrono::milliseconds ttl, std::string_view prefix);
 
 } // namespace redlock::doctor

@@ -190,8 +190,9 @@ util::Expected<AcquireResult> Lock::acquire(int interrupt_fd) {
     bool any_to_release = false;
     for (const auto& r : result.servers)
         any_to_release |= r.vote != Vote::no;
+    m_last_cleanup.clear();
     if (any_to_release)
-        release();
+        m_last_cleanup = release();
     if (waited == redis::WaitResult::interrupted) {
         result.status = AcquireStatus::interrupted;
         return result;

@@ -107,6 +107,9 @@ class Lock {
     [[nodiscard]] Clock::time_point validity_end() const { return m_validity_end; }
     [[nodiscard]] std::span<redis::Connection> connections() { return m_conns; }
     [[nodiscard]] const std::vector<ServerResult>& last_round() const { return m_last_round; }
+    // The release that cleaned up after the last failed acquire() (empty if none was
+    // needed): a server that failed there keeps our key until its TTL runs out.
+    [[nodiscard]] const std::vector<ServerResult>& last_cleanup() const { return m_last_cleanup; }
 
     // Blocking compare-and-pexpire to `ttl` on every server at once (for `redlock extend`):
     // renewed with a majority, not_ours when a majority is impossible because the token is
@@ -139,6 +142,7 @@ class Lock {
     Clock::time_point m_renew_sent{};
     Clock::time_point m_validity_end{};
     std::vector<ServerResult> m_last_round;
+    std::vector<ServerResult> m_last_cleanup;
     std::string m_renew_command;
     std::string m_renew_fallback;
 };

@@ -104,6 +104,10 @@ void Connection::start(std::string command, std::string noscript_fallback, Clock
     m_busy = true;
     m_started = now;
     m_fallback = std::move(noscript_fallback);
+    // EVALSHA was refused here once (an ACL without +evalsha, a renamed command): every
+    // script goes as EVAL from then on.
+    if (m_evalsha_refused && !m_fallback.empty())
+        command = std::exchange(m_fallback, {});
 
     if (m_fd) {
         // An idle connection has nothing to say; if it is readable, the server closed it
@@ -268,7 +272,10 @@ void Connection::handle_reply(ReplyPtr reply, Clock::time_point now) {
         }
         return;
     }
-    if (is_error(*reply) && text(*reply).starts_with("NOSCRIPT") && !m_fallback.empty()) {
+    if (is_error(*reply) && !m_fallback.empty() && refuses_evalsha(text(*reply)))
+        m_evalsha_refused = true;
+    if (is_error(*reply) && !m_fallback.empty() &&
+        (text(*reply).starts_with("NOSCRIPT") || m_evalsha_refused)) {
         m_out = std::exchange(m_fallback, {});
         m_out_offset = 0;
         flush(now);

@@ -97,6 +97,7 @@ class Connection {
     std::string m_out;           // bytes not yet written
     size_t m_out_offset = 0;
     std::string m_fallback;
+    bool m_evalsha_refused = false; // kept across reconnects: the server's ACL decides it
     Clock::time_point m_started{};
     Clock::time_point m_deadline{};
     std::optional<Outcome> m_outcome;

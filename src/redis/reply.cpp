@@ -1,5 +1,6 @@
 #include "redis/reply.hpp"
 
+#include <cctype>
 #include <vector>
 
 #include "util/format.hpp"
@@ -21,6 +22,18 @@ std::string encode_command(std::span<const std::string_view> argv) {
         out += "\r\n";
     }
     return out;
+}
+
+bool refuses_evalsha(std::string_view error) {
+    // "NOPERM this user has no permissions to run the 'evalsha' command", "ERR unknown
+    // command 'evalsha', with args beginning with: ..." (quotes differ between versions).
+    std::string lower;
+    for (char c : error.substr(0, 120))
+        lower.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+    bool names_evalsha = lower.find("'evalsha'") != std::string::npos ||
+                         lower.find("`evalsha`") != std::string::npos;
+    return names_evalsha &&
+           (lower.starts_with("noperm") || lower.find("unknown command") != std::string::npos);
 }
 
 bool is_auth_error(const redisReply& r) {

@@ -32,6 +32,9 @@ using ReaderPtr = std::unique_ptr<redisReader, ReaderDeleter>;
 }
 // True for the error replies that mean "authentication or permission refused".
 [[nodiscard]] bool is_auth_error(const redisReply& r);
+// True when an error reply says the EVALSHA command itself was refused (ACL NOPERM for
+// 'evalsha', or an unknown command: renamed or disabled), not a command the script calls.
+[[nodiscard]] bool refuses_evalsha(std::string_view error);
 // A short rendering for messages: "OK", "(nil)", "(integer) 1", the error text, ...
 [[nodiscard]] std::string describe(const redisReply& r);
 
