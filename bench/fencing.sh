@@ -13,6 +13,7 @@ need hyperfine redis-server python3 git cmake
 
 runs=${RUNS:-200}
 rounds=${ROUNDS:-5}
+warmup=${WARMUP:-5}
 rev=${BASELINE_REV:-3180466}
 bin=$(redlock_bin)
 describe_binary "$bin"
