@@ -14,6 +14,7 @@
 #include "lock/name.hpp"
 #include "util/duration.hpp"
 #include "util/error.hpp"
+#include "util/fd.hpp"
 #include "util/format.hpp"
 #include "util/log.hpp"
 #include "util/version.hpp"
@@ -462,6 +463,10 @@ int run_main(int argc, char** argv) {
 } // namespace
 
 int main(int argc, char** argv) {
+    // Before anything opens a descriptor: a closed stderr must not be taken over by a
+    // Redis socket. Without /dev/null there is nowhere to say why; the status must do.
+    if (!util::occupy_standard_fds())
+        return util::exit_code::internal;
     // Failure that is normal is a value; anything thrown is a bug or the system failing
     // (out of memory, no randomness): one message and status 70, never an abort.
     try {
