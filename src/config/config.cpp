@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <span>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 #include <vector>
 
@@ -26,8 +27,8 @@ using util::ErrorKind;
 
 constexpr std::string_view k_default_server = "redis://127.0.0.1:6379";
 constexpr Millis k_min_ttl{10};
-// A password file is a few bytes; the cap stops a mistaken path such as /dev/zero from
-// being read forever.
+// A password file is a few bytes; the cap stops a mistaken path to a large file from
+// being read whole.
 constexpr size_t k_max_password_file = size_t{64} * 1024;
 
 using namespace std::string_view_literals;
@@ -115,7 +116,12 @@ std::vector<std::pair<const toml::key*, const toml::node*>> in_file_order(const 
     return entries;
 }
 
+// read_file's error for a path that is not a regular file (not an errno value).
+constexpr int k_not_regular_file = -1;
+
 std::string errno_text(int error) {
+    if (error == k_not_regular_file)
+        return "not a regular file";
     return std::strerror(error);
 }
 
@@ -124,9 +130,19 @@ struct FileContent {
     mode_t mode = 0;
 };
 
-// One open, one fstat and the reads: the whole cost of a config or password file.
+// /dev/null reads as an empty file: `-c /dev/null` means "no config, the defaults", as
+// `ssh -F /dev/null` does.
+bool is_null_device(const struct stat& st) {
+    return S_ISCHR(st.st_mode) && st.st_rdev == makedev(1, 3);
+}
+
+// One open, one fstat and the reads: the whole cost of a config or password file. Only a
+// regular file (or /dev/null) is read: opening a FIFO would block until a writer came (for
+// ever, for a mistaken -c), and another device or a directory is never a config.
+// O_NONBLOCK makes the open itself return at once; it changes nothing for the reads of a
+// regular file.
 std::optional<FileContent> read_file(const std::filesystem::path& path, size_t limit, int& error) {
-    util::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    util::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
     if (!fd) {
         error = errno;
         return std::nullopt;
@@ -134,6 +150,10 @@ std::optional<FileContent> read_file(const std::filesystem::path& path, size_t l
     struct stat st {};
     if (::fstat(fd.get(), &st) != 0) {
         error = errno;
+        return std::nullopt;
+    }
+    if (!S_ISREG(st.st_mode) && !is_null_device(st)) {
+        error = k_not_regular_file;
         return std::nullopt;
     }
     FileContent content;
@@ -560,7 +580,7 @@ util::Expected<Config> load_config(const std::optional<std::filesystem::path>& p
     }
 
     int errno_value = 0;
-    // No practical config comes near this; it only bounds a mistaken -c /dev/zero.
+    // No practical config comes near this; it only bounds a mistaken -c naming a huge file.
     constexpr size_t k_max_config = size_t{16} * 1024 * 1024;
     auto content = read_file(*path, k_max_config, errno_value);
     if (!content)
