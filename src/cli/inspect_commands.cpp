@@ -11,6 +11,7 @@
 #include "util/format.hpp"
 #include "util/json.hpp"
 #include "util/log.hpp"
+#include "util/text.hpp"
 
 namespace redlock::cli {
 
@@ -85,10 +86,13 @@ void write_view(util::JsonWriter& json, const lock::LockView& view) {
     json.end_array().end_object();
 }
 
+// Text output shows what servers and other clients wrote through util::printable: a
+// newline or an escape sequence in a command line must not forge a line or drive the
+// terminal.
 std::string holder_text(const std::optional<lock::Holder>& holder) {
     if (!holder)
         return "an unknown owner (no redlock metadata)";
-    return util::format("{}@{} (pid {})", holder->user, holder->host, holder->pid);
+    return util::printable(util::format("{}@{} (pid {})", holder->user, holder->host, holder->pid));
 }
 
 std::string ttl_text(long long ttl_ms) {
@@ -112,20 +116,21 @@ void print_view(std::string& out, const lock::LockView& view) {
         out += util::format("{}: held by {}, {}\n", view.name, holder_text(view.holder),
                             ttl_text(view.ttl_ms));
         if (view.holder) {
-            out += util::format("  command   {}\n", view.holder->command);
+            out += util::format("  command   {}\n", util::printable(view.holder->command));
             auto age = age_of(view.holder->acquired_at);
-            out += util::format("  since     {}{}\n", view.holder->acquired_at,
+            out += util::format("  since     {}{}\n", util::printable(view.holder->acquired_at),
                                 age ? " (held " + human_duration(*age) + ")" : std::string());
             out += util::format("  lease     {}\n", human_duration(Millis(view.holder->ttl_ms)));
         }
-        out += util::format("  token     {}\n", *view.token);
+        out += util::format("  token     {}\n", util::printable(*view.token));
         break;
     }
     if (view.servers.size() > 1 || view.reachable == 0) {
         out += "  servers\n";
         for (const auto& s : view.servers) {
             if (!s.reachable)
-                out += util::format("    {:<22} unreachable: {}\n", s.server, s.error);
+                out += util::format("    {:<22} unreachable: {}\n", s.server,
+                                    util::printable(s.error));
             else if (!s.token)
                 out += util::format("    {:<22} free\n", s.server);
             else
@@ -144,12 +149,6 @@ std::string locks_json(const std::vector<lock::LockView>& views) {
         write_view(json, v);
     json.end_array().end_object();
     return json.str();
-}
-
-std::string clip(std::string text, size_t width) {
-    if (text.size() <= width)
-        return text;
-    return text.substr(0, width - 1) + "~";
 }
 
 } // namespace
@@ -194,18 +193,20 @@ int list_command(const ListOptions& options, const config::Config& config) {
         out += util::format("{:<24} {:<9} {:<22} {:<8} {}\n", "NAME", "TTL", "HOLDER", "HELD",
                             "COMMAND");
         for (const auto& v : views) {
-            std::string holder =
-                v.state == lock::LockState::unknown ? "(unknown state)"
-                : v.holder ? util::format("{}@{}:{}", v.holder->user, v.holder->host, v.holder->pid)
-                           : std::string("unknown");
+            std::string holder = v.state == lock::LockState::unknown ? "(unknown state)"
+                                 : v.holder
+                                     ? util::printable(util::format("{}@{}:{}", v.holder->user,
+                                                                    v.holder->host, v.holder->pid))
+                                     : std::string("unknown");
             std::optional<Millis> age;
             if (v.holder)
                 age = age_of(v.holder->acquired_at);
             out += util::format(
                 "{:<24} {:<9} {:<22} {:<8} {}\n", v.name,
                 v.state == lock::LockState::held ? human_duration(Millis(v.ttl_ms)) : "-",
-                clip(holder, 22), age ? human_duration(*age) : std::string("-"),
-                v.holder ? clip(v.holder->command, 80 - 24 - 9 - 22 - 8 - 4) : std::string("-"));
+                util::clip(holder, 22), age ? human_duration(*age) : std::string("-"),
+                v.holder ? util::clip(util::printable(v.holder->command), 80 - 24 - 9 - 22 - 8 - 4)
+                         : std::string("-"));
         }
     }
     print_stdout(out);

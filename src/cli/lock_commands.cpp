@@ -16,6 +16,7 @@
 #include "util/json.hpp"
 #include "util/log.hpp"
 #include "util/random.hpp"
+#include "util/text.hpp"
 
 namespace redlock::cli {
 
@@ -166,11 +167,13 @@ int release_command(const ReleaseOptions& options, const config::Config& config)
         log::note("lock '{}' is free; nothing to release", options.name);
         return 0;
     }
-    std::string who = view.holder
-                          ? util::format("{}@{} (pid {}, since {}, running {})", view.holder->user,
-                                         view.holder->host, view.holder->pid,
-                                         view.holder->acquired_at, view.holder->command)
-                          : std::string("an unknown owner");
+    // Shown on a terminal: what the holder wrote goes through util::printable.
+    std::string who =
+        view.holder
+            ? util::printable(util::format("{}@{} (pid {}, since {}, running {})",
+                                           view.holder->user, view.holder->host, view.holder->pid,
+                                           view.holder->acquired_at, view.holder->command))
+            : std::string("an unknown owner");
     if (!options.yes && ::isatty(STDIN_FILENO) &&
         !confirm(util::format("release lock '{}' held by {}?", options.name, who))) {
         log::note("lock '{}' left as it is", options.name);
@@ -180,7 +183,7 @@ int release_command(const ReleaseOptions& options, const config::Config& config)
     std::string tokens;
     for (const auto& s : view.servers)
         if (s.token && tokens.find(*s.token) == std::string::npos)
-            tokens += (tokens.empty() ? "" : ", ") + *s.token;
+            tokens += (tokens.empty() ? "" : ", ") + util::printable(*s.token);
     print_stdout(util::format("released '{}' on {} of {} server{}: held by {}, token {}\n",
                               options.name, deleted, view.servers.size(),
                               view.servers.size() == 1 ? "" : "s", who, tokens));

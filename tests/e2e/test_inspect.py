@@ -599,5 +599,87 @@ class AcquireExtendReleaseTest(InspectTestBase):
                 self.assertMessages(r.stderr)
 
 
+class HostileBytesTest(InspectTestBase):
+    """What other clients and servers write is shown, never obeyed: JSON stays valid UTF-8
+    (a byte that is not UTF-8 becomes U+FFFD) and text output escapes control characters
+    (\\n, \\x1b) and bytes that are not UTF-8 (\\xff), so nothing forges a line or drives
+    the terminal."""
+
+    COMMAND = b"sleep 1 \xff\xfe \x1b[2J\n  token     forged-token"
+
+    def setUp(self):
+        super().setUp()
+        self.server = self.redis_server()
+        self.url = self.server.url()
+        # A foreign lock whose value is not UTF-8, and a lock whose metadata is hostile.
+        self.server.command("SET", "lock:odd", b"\xff\x01tok", "PX", "60000")
+        self.server.command("SET", "lock:meta", "t0ken", "PX", "60000")
+        self.server.command("HSET", "{lock:meta}:meta", "token", "t0ken", "host", b"h\x1bost",
+                            "pid", "7", "user", b"u\xc3", "command", self.COMMAND,
+                            "acquired_at", "2026-12-02T14:28:16.411Z", "ttl_ms", "60000")
+
+    def strict_json(self, result):
+        try:
+            return json.loads(result.stdout_bytes.decode("utf-8", "strict"))
+        except ValueError as e:
+            self.fail(f"stdout is not valid UTF-8 JSON ({e}): {result.stdout_bytes!r}")
+
+    def assertTerminalSafe(self, result):
+        out = result.stdout_bytes
+        self.assertNotIn(b"\x1b", out)
+        self.assertNotIn(b"\xff", out)
+        out.decode("utf-8", "strict")
+        for line in out.decode().splitlines():
+            self.assertFalse(line.lstrip().startswith("token     forged"), out)
+
+    def test_json_output_is_valid_utf8(self):
+        r = self.redlock([self.url], "status", "--json", "odd", "meta")
+        self.assertStatus(r, 0)
+        odd, meta = self.strict_json(r)["locks"]
+        self.assertEqual(odd["token"], "\ufffd\x01tok")
+        self.assertEqual(meta["holder"]["command"],
+                         "sleep 1 \ufffd\ufffd \x1b[2J\n  token     forged-token")
+        self.assertEqual(meta["holder"]["user"], "u\ufffd")
+        r = self.redlock([self.url], "list", "--json")
+        self.assertStatus(r, 0)
+        self.assertEqual(len(self.strict_json(r)["locks"]), 2)
+
+    def test_text_output_escapes_control_characters_and_bad_bytes(self):
+        r = self.redlock([self.url], "status", "odd", "meta")
+        self.assertStatus(r, 0)
+        self.assertTerminalSafe(r)
+        self.assertIn("  token     \\xff\\x01tok\n", r.stdout)
+        self.assertIn("  command   sleep 1 \\xff\\xfe \\x1b[2J\\n  token     forged-token\n",
+                      r.stdout)
+        self.assertIn("held by u\\xc3@h\\x1bost (pid 7)", r.stdout)
+        self.assertEqual([l for l in r.stdout.splitlines() if l.startswith("  token ")],
+                         ["  token     \\xff\\x01tok", "  token     t0ken"])
+        r = self.redlock([self.url], "list")
+        self.assertStatus(r, 0)
+        self.assertTerminalSafe(r)
+        self.assertEqual(len(r.stdout.splitlines()), 3, r.stdout)
+
+    def test_forced_release_shows_the_holder_escaped(self):
+        r = self.redlock([self.url], "release", "meta", "--force", "--yes")
+        self.assertStatus(r, 0)
+        self.assertTerminalSafe(r)
+        self.assertEqual(len(r.stdout.splitlines()), 1, r.stdout)
+        self.assertKeyGone(self.server, "lock:meta")
+
+    def test_a_hostile_server_error_keeps_doctor_json_valid_and_stderr_one_line(self):
+        fake = self.fake_redis(lambda args: b"-ERR \xff\xfe \x1b[31mboom\nforged line\r\n")
+        for args in (["doctor", "--json"], ["doctor"], ["status", "x"], ["status", "--json", "x"]):
+            with self.subTest(args=args):
+                r = self.redlock([fake.url()], *args)
+                self.assertIn(r.returncode, (1, 69), r)
+                self.assertNotIn(b"\x1b", r.stdout_bytes)
+                self.assertMessages(r.stderr)
+                self.assertNotIn("\x1b", r.stderr)
+                if "--json" in args:
+                    self.strict_json(r)
+                else:
+                    self.assertTerminalSafe(r)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
