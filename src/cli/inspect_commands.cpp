@@ -1,7 +1,5 @@
 // status and list: read-only views of locks, merged across servers.
 
-#include <cstdio>
-#include <ctime>
 #include <iostream>
 
 #include "cli/commands.hpp"
@@ -12,6 +10,7 @@
 #include "util/json.hpp"
 #include "util/log.hpp"
 #include "util/text.hpp"
+#include "util/timestamp.hpp"
 
 namespace redlock::cli {
 
@@ -20,17 +19,14 @@ namespace {
 using Millis = std::chrono::milliseconds;
 namespace log = util::log;
 
-// How long ago an ISO 8601 UTC timestamp ("2026-12-02T14:16:33.620Z") was.
+// How long ago an ISO 8601 UTC timestamp ("2026-12-02T14:16:33.620Z") was; nullopt when
+// the text is not one (metadata is whatever a client wrote). Computed in milliseconds:
+// system_clock's nanoseconds would overflow for a year such as 9999.
 std::optional<Millis> age_of(const std::string& iso) {
-    std::tm tm{};
-    int ms = 0;
-    if (std::sscanf(iso.c_str(), "%d-%d-%dT%d:%d:%d.%dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
-                    &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &ms) < 6)
+    auto then = util::parse_utc_timestamp(iso);
+    if (!then)
         return std::nullopt;
-    tm.tm_year -= 1900;
-    tm.tm_mon -= 1;
-    auto then = std::chrono::system_clock::from_time_t(::timegm(&tm)) + Millis(ms);
-    return std::chrono::duration_cast<Millis>(std::chrono::system_clock::now() - then);
+    return std::chrono::floor<Millis>(std::chrono::system_clock::now()) - *then;
 }
 
 const char* server_state(const lock::ServerView& s) {
@@ -117,9 +113,11 @@ void print_view(std::string& out, const lock::LockView& view) {
                             ttl_text(view.ttl_ms));
         if (view.holder) {
             out += util::format("  command   {}\n", util::printable(view.holder->command));
+            // No age for a time that is not one, or in the future (a host clock ahead).
             auto age = age_of(view.holder->acquired_at);
             out += util::format("  since     {}{}\n", util::printable(view.holder->acquired_at),
-                                age ? " (held " + human_duration(*age) + ")" : std::string());
+                                age && age->count() >= 0 ? " (held " + human_duration(*age) + ")"
+                                                         : std::string());
             out += util::format("  lease     {}\n", human_duration(Millis(view.holder->ttl_ms)));
         }
         out += util::format("  token     {}\n", util::printable(*view.token));

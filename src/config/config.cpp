@@ -18,6 +18,7 @@
 #include "util/fd.hpp"
 #include "util/format.hpp"
 #include "util/log.hpp"
+#include "util/text.hpp"
 
 namespace redlock::config {
 
@@ -195,6 +196,120 @@ struct PendingServer {
     std::optional<Millis> command_timeout;
 };
 
+// Where a problem sits in the text, 1-based, columns counted in characters.
+struct TextPosition {
+    size_t line = 1;
+    size_t column = 1;
+};
+
+struct TextProblem {
+    TextPosition where;
+    std::string message;
+};
+
+// toml++ 3.3.0 reaches TOML_UNREACHABLE (undefined behaviour: a crash, or worse) on a
+// non-ASCII character where it looks for whitespace: after a value (`ttl = "1s" ò`), in
+// a bare key or table name, and after a line-ending backslash in a """ string
+// (marzer/tomlplusplus#190, #295). TOML 1.0 allows non-ASCII only inside strings and
+// comments, so this scan refuses it anywhere else, and right after a line-ending
+// backslash, before toml++ sees the text. Invalid UTF-8 is refused here too, so that the
+// columns counted below are characters.
+std::optional<TextProblem> unsafe_for_toml(std::string_view text) {
+    enum class State { normal, comment, basic, literal, multi_basic, multi_literal };
+    State state = State::normal;
+    TextPosition at;
+    bool after_continuation = false; // in a """ string, skipping blanks after "\<newline>"
+    auto starts = [&](size_t i, std::string_view what) {
+        return text.substr(i, what.size()) == what;
+    };
+    for (size_t i = 0; i < text.size();) {
+        const char c = text[i];
+        const size_t n = util::utf8_sequence_length(text, i);
+        if (n == 0)
+            return TextProblem{at,
+                               util::format("invalid UTF-8 (byte 0x{:02x})",
+                                            static_cast<unsigned>(static_cast<unsigned char>(c)))};
+        if (n > 1) {
+            if (state == State::normal)
+                return TextProblem{at, "a non-ASCII character outside a string or comment"};
+            if (after_continuation)
+                return TextProblem{at, "a non-ASCII character right after a line-ending "
+                                       "backslash; write it as \\uXXXX"};
+        }
+        size_t advance = n;
+        if (c == '\n') {
+            if (state == State::comment || state == State::basic || state == State::literal)
+                state = State::normal; // a string cut by a newline is toml++'s error to report
+        } else if (after_continuation && c != ' ' && c != '\t' && c != '\r') {
+            after_continuation = false;
+        }
+        switch (state) {
+        case State::normal:
+            if (c == '#')
+                state = State::comment;
+            else if (starts(i, "\"\"\""))
+                state = State::multi_basic, advance = 3;
+            else if (starts(i, "\'\'\'"))
+                state = State::multi_literal, advance = 3;
+            else if (c == '"')
+                state = State::basic;
+            else if (c == '\'')
+                state = State::literal;
+            break;
+        case State::comment:
+            break;
+        case State::basic:
+            if (c == '\\' && i + 1 < text.size() && text[i + 1] != '\n')
+                advance = 2;
+            else if (c == '"')
+                state = State::normal;
+            break;
+        case State::literal:
+            if (c == '\'')
+                state = State::normal;
+            break;
+        case State::multi_basic:
+            if (c == '\\') {
+                size_t j = i + 1;
+                while (j < text.size() && (text[j] == ' ' || text[j] == '\t' || text[j] == '\r'))
+                    ++j;
+                if (j < text.size() && text[j] == '\n')
+                    after_continuation = true;
+                else if (i + 1 < text.size() && text[i + 1] != '\n')
+                    advance = 2;
+            } else if (starts(i, "\"\"\"")) {
+                // Up to two more quotes belong to the string: """a""""" is a"".
+                advance = 3;
+                while (advance < 5 && i + advance < text.size() && text[i + advance] == '"')
+                    ++advance;
+                state = State::normal;
+            }
+            break;
+        case State::multi_literal:
+            if (starts(i, "\'\'\'")) {
+                advance = 3;
+                while (advance < 5 && i + advance < text.size() && text[i + advance] == '\'')
+                    ++advance;
+                state = State::normal;
+            }
+            break;
+        }
+        // Columns advance by characters; an escape or a quote run is ASCII, one per byte.
+        for (size_t k = i; k < i + advance && k < text.size();) {
+            if (text[k] == '\n') {
+                ++at.line;
+                at.column = 1;
+            } else {
+                ++at.column;
+            }
+            const size_t step = util::utf8_sequence_length(text, k);
+            k += step == 0 ? 1 : step;
+        }
+        i += advance;
+    }
+    return std::nullopt;
+}
+
 class Parser {
   public:
     explicit Parser(const std::filesystem::path& source)
@@ -204,6 +319,10 @@ class Parser {
     [[nodiscard]] bool has_inline_password() const { return m_inline_password; }
 
     util::Expected<Config> parse(std::string_view text) {
+        if (auto problem = unsafe_for_toml(text))
+            return util::fail(ErrorKind::config,
+                              util::format("{}:{}:{}: {}", m_name, problem->where.line,
+                                           problem->where.column, problem->message));
 #if TOML_EXCEPTIONS
         toml::table root;
         try {

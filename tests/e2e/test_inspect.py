@@ -666,6 +666,21 @@ class HostileBytesTest(InspectTestBase):
         self.assertEqual(len(r.stdout.splitlines()), 1, r.stdout)
         self.assertKeyGone(self.server, "lock:meta")
 
+    def test_a_garbage_acquired_at_is_shown_as_it_is_without_an_age(self):
+        # Year 9999 used to overflow system_clock's nanoseconds ("held 74230d", UBSan).
+        # Not a time, a time in the future (no age either), garbage.
+        for when in ("9999-99-99T99:99:99.999Z", "9999-12-31T23:59:59.999Z", "yesterday"):
+            with self.subTest(acquired_at=when):
+                self.server.command("HSET", "{lock:meta}:meta", "acquired_at", when)
+                r = self.redlock([self.url], "status", "meta")
+                self.assertStatus(r, 0)
+                self.assertIn(f"  since     {when}\n", r.stdout)
+                r = self.redlock([self.url], "list")
+                self.assertStatus(r, 0)
+                self.assertRegex(r.stdout, r"\nmeta +\S+ +\S+ +- ")
+                r = self.redlock([self.url], "status", "--json", "meta")
+                self.assertEqual(self.strict_json(r)["locks"][0]["holder"]["acquired_at"], when)
+
     def test_a_hostile_server_error_keeps_doctor_json_valid_and_stderr_one_line(self):
         fake = self.fake_redis(lambda args: b"-ERR \xff\xfe \x1b[31mboom\nforged line\r\n")
         for args in (["doctor", "--json"], ["doctor"], ["status", "x"], ["status", "--json", "x"]):
