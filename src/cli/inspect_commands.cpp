@@ -32,8 +32,12 @@ std::optional<Millis> age_of(const std::string& iso) {
 const char* server_state(const lock::ServerView& s) {
     if (!s.reachable)
         return "unreachable";
+    if (s.wrong_type)
+        return "wrong_type";
     return s.token ? "held" : "free";
 }
+
+constexpr const char* k_wrong_type_text = "not a redlock lock (wrong type)";
 
 void write_holder(util::JsonWriter& json, const std::optional<lock::Holder>& holder) {
     json.key("holder");
@@ -55,7 +59,8 @@ void write_view(util::JsonWriter& json, const lock::LockView& view) {
     json.begin_object()
         .field("name", view.name)
         .field("key", view.key)
-        .field("state", lock::state_name(view.state));
+        .field("state", lock::state_name(view.state))
+        .field("wrong_type", view.wrong_type);
     json.key("ttl_ms");
     if (view.state == lock::LockState::held)
         json.value(view.ttl_ms);
@@ -68,7 +73,7 @@ void write_view(util::JsonWriter& json, const lock::LockView& view) {
         json.begin_object().field("server", s.server).field("state", server_state(s));
         json.field("token", s.token);
         json.key("ttl_ms");
-        if (s.token)
+        if (s.token || s.wrong_type)
             json.value(s.ttl_ms);
         else
             json.null();
@@ -109,6 +114,13 @@ void print_view(std::string& out, const lock::LockView& view) {
                                 view.name, view.servers.size());
         break;
     case lock::LockState::held:
+        if (view.wrong_type) {
+            // Some other program wrote another type of value under the lock's key: nothing
+            // can take the lock until that key is gone (release --force removes it).
+            out +=
+                util::format("{}: {}, {}\n", view.name, k_wrong_type_text, ttl_text(view.ttl_ms));
+            break;
+        }
         out += util::format("{}: held by {}, {}\n", view.name, holder_text(view.holder),
                             ttl_text(view.ttl_ms));
         if (view.holder) {
@@ -129,6 +141,9 @@ void print_view(std::string& out, const lock::LockView& view) {
             if (!s.reachable)
                 out += util::format("    {:<22} unreachable: {}\n", s.server,
                                     util::printable(s.error));
+            else if (s.wrong_type)
+                out += util::format("    {:<22} {} {}\n", s.server, k_wrong_type_text,
+                                    ttl_text(s.ttl_ms));
             else if (!s.token)
                 out += util::format("    {:<22} free\n", s.server);
             else
@@ -192,6 +207,7 @@ int list_command(const ListOptions& options, const config::Config& config) {
                             "COMMAND");
         for (const auto& v : views) {
             std::string holder = v.state == lock::LockState::unknown ? "(unknown state)"
+                                 : v.wrong_type                      ? "(wrong type)"
                                  : v.holder
                                      ? util::printable(util::format("{}@{}:{}", v.holder->user,
                                                                     v.holder->host, v.holder->pid))

@@ -161,8 +161,11 @@ int release_command(const ReleaseOptions& options, const config::Config& config)
     if (view.reachable == 0)
         return report(lock::unreadable_error(view.servers));
     size_t holding = 0;
-    for (const auto& s : view.servers)
-        holding += s.token.has_value();
+    bool wrong_type = false;
+    for (const auto& s : view.servers) {
+        holding += s.token.has_value() || s.wrong_type;
+        wrong_type |= s.wrong_type;
+    }
     if (holding == 0) {
         log::note("lock '{}' is free; nothing to release", options.name);
         return 0;
@@ -173,7 +176,8 @@ int release_command(const ReleaseOptions& options, const config::Config& config)
             ? util::printable(util::format("{}@{} (pid {}, since {}, running {})",
                                            view.holder->user, view.holder->host, view.holder->pid,
                                            view.holder->acquired_at, view.holder->command))
-            : std::string("an unknown owner");
+        : wrong_type && !view.token ? std::string("a key that is not a redlock lock (wrong type)")
+                                    : std::string("an unknown owner");
     if (!options.yes && ::isatty(STDIN_FILENO) &&
         !confirm(util::format("release lock '{}' held by {}?", options.name, who))) {
         log::note("lock '{}' left as it is", options.name);
@@ -184,9 +188,9 @@ int release_command(const ReleaseOptions& options, const config::Config& config)
     for (const auto& s : view.servers)
         if (s.token && tokens.find(*s.token) == std::string::npos)
             tokens += (tokens.empty() ? "" : ", ") + util::printable(*s.token);
-    print_stdout(util::format("released '{}' on {} of {} server{}: held by {}, token {}\n",
-                              options.name, deleted, view.servers.size(),
-                              view.servers.size() == 1 ? "" : "s", who, tokens));
+    print_stdout(util::format("released '{}' on {} of {} server{}: held by {}{}\n", options.name,
+                              deleted, view.servers.size(), view.servers.size() == 1 ? "" : "s",
+                              who, tokens.empty() ? std::string() : ", token " + tokens));
     if (deleted < holding)
         log::note("the lock changed on {} server{} while it was being released; run status again",
                   holding - deleted, holding - deleted == 1 ? "" : "s");

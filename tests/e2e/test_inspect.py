@@ -696,5 +696,55 @@ class HostileBytesTest(InspectTestBase):
                     self.assertTerminalSafe(r)
 
 
+class BadServersTest(InspectTestBase):
+    """Servers and keys that are not what a lock expects."""
+
+    def test_a_lock_key_of_the_wrong_type_is_reported_and_can_be_forced_away(self):
+        server = self.redis_server()
+        url = server.url()
+        server.command("HSET", "lock:hashed", "field", "value")
+        r = self.redlock([url], "status", "hashed")
+        self.assertStatus(r, 0)
+        self.assertEqual(r.stdout, "hashed: not a redlock lock (wrong type), no expiry\n")
+        lock = self.status_json([url], "hashed")
+        self.assertEqual((lock["state"], lock["wrong_type"], lock["token"], lock["holder"]),
+                         ("held", True, None, None))
+        self.assertEqual(lock["servers"][0]["state"], "wrong_type")
+        self.assertIsNone(lock["servers"][0]["error"])
+        r = self.redlock([url], "list")
+        self.assertStatus(r, 0)
+        self.assertRegex(r.stdout, r"\nhashed +- +\(wrong type\) ")
+        # With another server down, it is one server's view, not an outage.
+        dead, _ = self.dead_server_url()
+        r = self.redlock([url, dead], "status", "hashed")
+        self.assertStatus(r, 0)
+        self.assertIn("not a redlock lock (wrong type)", r.stdout)
+
+        r = self.redlock([url], "release", "hashed", "--force", "--yes")
+        self.assertStatus(r, 0)
+        self.assertEqual(r.stdout, "released 'hashed' on 1 of 1 server: held by a key that is "
+                                   "not a redlock lock (wrong type)\n")
+        self.assertEqual(server.command("EXISTS", "lock:hashed"), 0)
+        # A string under the key again is a lock like any other.
+        server.command("SET", "lock:hashed", "tok", "PX", "60000")
+        self.assertEqual(self.status_json([url], "hashed")["wrong_type"], False)
+
+    def test_list_gives_up_on_a_scan_cursor_that_is_not_a_number(self):
+        def reply(args):
+            if args and args[0].upper() == b"SCAN":
+                return b"*2\r\n$3\r\nabc\r\n*1\r\n$8\r\nlock:odd\r\n"
+            return b"-ERR unknown command\r\n"
+
+        fake = self.fake_redis(reply)
+        for args in (["list"], ["list", "--json"]):
+            with self.subTest(args=args):
+                before = len(fake.commands)
+                r = self.redlock([fake.url()], *args, timeout=10.0)
+                self.assertStatus(r, 69)
+                self.assertIn("unexpected reply to SCAN (cursor", r.stderr)
+                scans = [c for c in fake.commands[before:] if c[0].upper() == b"SCAN"]
+                self.assertEqual(len(scans), 1)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
