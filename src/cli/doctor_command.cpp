@@ -120,7 +120,8 @@ int doctor_command(const DoctorOptions& options, const config::Config& config) {
             out += util::format("all {} server{} fit for locking{}\n", reports.size(),
                                 reports.size() == 1 ? "" : "s", notes ? " (see the notes)" : "");
     }
-    print_stdout(out);
+    if (!print_stdout(out))
+        return util::exit_code::internal;
     for (const auto& r : reports)
         if (!r.reachable)
             util::log::error("cannot check {}: {}", r.server, r.error);

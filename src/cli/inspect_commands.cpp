@@ -179,7 +179,8 @@ int status_command(const StatusOptions& options, const config::Config& config) {
         for (const auto& v : views)
             print_view(out, v);
     }
-    print_stdout(out);
+    if (!print_stdout(out))
+        return util::exit_code::internal;
     for (const auto& v : views)
         if (v.reachable == 0)
             return report(lock::unreadable_error(v.servers));
@@ -223,7 +224,8 @@ int list_command(const ListOptions& options, const config::Config& config) {
                          : std::string("-"));
         }
     }
-    print_stdout(out);
+    if (!print_stdout(out))
+        return util::exit_code::internal;
     if (found.scanned == 0 && !found.failures.empty())
         return report(lock::unreadable_error(found.failures));
     return 0;

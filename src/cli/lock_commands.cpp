@@ -70,6 +70,19 @@ bool confirm(const std::string& question) {
     return answer == "y" || answer == "Y" || answer == "yes" || answer == "YES";
 }
 
+// The token of a lock just acquired could not be written: nobody could ever release or
+// extend it, so it must not stay held for its whole TTL.
+int give_back(lock::Lock& lock, const std::string& name) {
+    size_t released = 0;
+    for (const auto& r : lock.release())
+        released += r.vote == Vote::yes;
+    if (released > 0)
+        log::error("released '{}' again: its token could not be written", name);
+    else
+        log::error("could not release '{}' again: it stays held until its ttl runs out", name);
+    return util::exit_code::internal;
+}
+
 } // namespace
 
 int acquire_command(const AcquireOptions& options, const config::Config& config) {
@@ -89,6 +102,7 @@ int acquire_command(const AcquireOptions& options, const config::Config& config)
     auto acquired = acquire_waiting(lock, options.name, options.wait, *signals);
     if (auto status = unless_acquired(acquired, options.conflict_exit_code))
         return *status;
+    std::string out;
     if (options.json) {
         util::JsonWriter json;
         json.begin_object()
@@ -98,10 +112,12 @@ int acquire_command(const AcquireOptions& options, const config::Config& config)
             .field("ttl_ms", options.ttl.count())
             .field("acquired_at", holder.acquired_at)
             .end_object();
-        print_stdout(json.str());
+        out = json.str();
     } else {
-        print_stdout(token + "\n");
+        out = token + "\n";
     }
+    if (!print_stdout(out))
+        return give_back(lock, options.name);
     return 0;
 }
 
@@ -188,13 +204,14 @@ int release_command(const ReleaseOptions& options, const config::Config& config)
     for (const auto& s : view.servers)
         if (s.token && tokens.find(*s.token) == std::string::npos)
             tokens += (tokens.empty() ? "" : ", ") + util::printable(*s.token);
-    print_stdout(util::format("released '{}' on {} of {} server{}: held by {}{}\n", options.name,
-                              deleted, view.servers.size(), view.servers.size() == 1 ? "" : "s",
-                              who, tokens.empty() ? std::string() : ", token " + tokens));
+    bool printed = print_stdout(util::format("released '{}' on {} of {} server{}: held by {}{}\n",
+                                             options.name, deleted, view.servers.size(),
+                                             view.servers.size() == 1 ? "" : "s", who,
+                                             tokens.empty() ? std::string() : ", token " + tokens));
     if (deleted < holding)
         log::note("the lock changed on {} server{} while it was being released; run status again",
                   holding - deleted, holding - deleted == 1 ? "" : "s");
-    return 0;
+    return printed ? 0 : util::exit_code::internal;
 }
 
 } // namespace redlock::cli

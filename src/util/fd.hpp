@@ -39,4 +39,8 @@ class UniqueFd {
 // when a closed one could not be filled (no /dev/null): there is then nowhere safe to write.
 [[nodiscard]] bool occupy_standard_fds();
 
+// Whether `fd` (0, 1 or 2) was closed when occupy_standard_fds() ran: output meant for it
+// now goes to /dev/null, which a command whose output matters must treat as a failure.
+[[nodiscard]] bool was_closed_at_start(int fd);
+
 } // namespace redlock::util

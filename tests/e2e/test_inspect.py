@@ -12,9 +12,10 @@ import pwd
 import re
 import shlex
 import socket
+import subprocess
 import unittest
 
-from redlock_e2e import E2ETest, HOLDER_SCRIPT, wait_until
+from redlock_e2e import REDLOCK_BIN, SLACK, E2ETest, HOLDER_SCRIPT, wait_until
 
 TOKEN = re.compile(r"^[0-9a-f]{32}$")
 ISO_8601 = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:?\d\d)$")
@@ -471,6 +472,40 @@ class AcquireExtendReleaseTest(InspectTestBase):
 
     def pttl(self, key):
         return self.server.command("PTTL", key)
+
+    def test_acquire_whose_token_cannot_be_written_releases_and_exits_70(self):
+        # It used to exit 0 leaving a lock whose token nobody had, for its whole TTL.
+        cases = (("full", [REDLOCK_BIN], "/dev/full", "No space left on device"),
+                 ("closed", ["sh", "-c", 'exec "$0" "$@" >&-', REDLOCK_BIN], None,
+                  "Bad file descriptor"))
+        for name, command, target, cause in cases:
+            for json_flag in ([], ["--json"]):
+                with self.subTest(case=name, json=bool(json_flag)):
+                    out = open(target, "w") if target else None
+                    try:
+                        cp = subprocess.run(command + ["-s", self.url, "acquire", name, "-t", "1m",
+                                                       *json_flag],
+                                            stdout=out, stderr=subprocess.PIPE, env=self.env(),
+                                            cwd=self.tmp, timeout=30 * SLACK)
+                    finally:
+                        if out:
+                            out.close()
+                    stderr = cp.stderr.decode()
+                    self.assertEqual(cp.returncode, 70, stderr)
+                    self.assertIn(f"redlock: write error on standard output: {cause}\n", stderr)
+                    self.assertIn(f"redlock: released '{name}' again: its token could not be "
+                                  "written\n", stderr)
+                    self.assertKeyGone(self.server, f"lock:{name}")
+
+    def test_inspection_output_that_cannot_be_written_exits_70(self):
+        self.server.command("SET", "lock:x", "tok", "PX", "60000")
+        for args in (["status", "x"], ["list"], ["status", "--json", "x"]):
+            with self.subTest(args=args):
+                with open("/dev/full", "w") as out:
+                    cp = subprocess.run([REDLOCK_BIN, "-s", self.url, *args], stdout=out,
+                                        stderr=subprocess.PIPE, env=self.env(), timeout=30 * SLACK)
+                self.assertEqual(cp.returncode, 70)
+                self.assertIn(b"write error on standard output", cp.stderr)
 
     def acquire(self, name, *args, key_option=False):
         r = self.redlock([self.url], "acquire", *(["-k", name] if key_option else [name]),
