@@ -1,5 +1,6 @@
 #include "cli/cli.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cstring>
 #include <iostream>
@@ -112,16 +113,32 @@ util::Expected<config::Config> load(const GlobalOptions& global) {
         }
     }
     // The same server twice would count twice towards the quorum (and, as both copies
-    // answer for one key, a lock could never be taken): refuse it.
-    for (size_t i = 0; i < cfg->servers.size(); ++i)
+    // answer for one key, a lock could never be taken): refuse it, however it is written
+    // ([::1] and [0:0:0:0:0:0:0:1], localhost and 127.0.0.1, a path with .. or a symlink).
+    // Host names are resolved only here, with 2+ servers: one server costs nothing.
+    std::vector<std::vector<std::string>> identities;
+    if (cfg->servers.size() > 1)
+        for (const auto& s : cfg->servers)
+            identities.push_back(config::server_identities(s.url, true));
+    auto written = [](const config::ServerUrl& u) {
+        return u.is_unix()
+                   ? u.socket_path
+                   : util::format(u.host.find(':') != std::string::npos ? "[{}]:{}" : "{}:{}",
+                                  u.host, u.port);
+    };
+    for (size_t i = 0; i < identities.size(); ++i)
         for (size_t j = 0; j < i; ++j) {
             const auto& a = cfg->servers[i].url;
             const auto& b = cfg->servers[j].url;
-            if (a.host == b.host && a.port == b.port && a.socket_path == b.socket_path) {
+            bool same = std::ranges::any_of(identities[i], [&](const std::string& key) {
+                return std::ranges::find(identities[j], key) != identities[j].end();
+            });
+            if (same) {
                 auto message = util::format("server {} is listed more than once; Redlock needs "
                                             "independent servers",
-                                            a.is_unix() ? a.socket_path
-                                                        : util::format("{}:{}", a.host, a.port));
+                                            written(a));
+                if (written(a) != written(b))
+                    message += util::format(" (also as {})", written(b));
                 if (global.servers.empty())
                     return util::fail(util::ErrorKind::config,
                                       util::format("{}: {}", cfg->source.string(), message));

@@ -177,6 +177,25 @@ class ErrorsTest(E2ETest):
         r = self.assertUsage(["-c", "", "-s", "redis://127.0.0.1:1"], "-k", "x")
         self.assertIn("--config", r.stderr)
 
+    def test_one_server_written_two_ways_is_refused(self):
+        sock = self.path("r.sock")
+        os.makedirs(self.path("sub"))
+        os.symlink(self.tmp, self.path("link"))
+        for a, b in (("redis://[::1]:7395", "redis://[0:0:0:0:0:0:0:1]:7395"),
+                     ("redis://localhost:7395", "redis://127.0.0.1:7395/2"),
+                     (f"unix://{self.tmp}/sub/../r.sock", f"unix://{sock}"),
+                     (f"unix://{self.tmp}/link/r.sock", f"unix://{sock}")):
+            with self.subTest(a=a, b=b):
+                r = self.assertUsage(["-s", a, "-s", b], "-k", "x")
+                self.assertIn("is listed more than once; Redlock needs independent servers",
+                              r.stderr)
+                config = self.config(f'[[servers]]\nurl = "{a}"\n[[servers]]\nurl = "{b}"\n')
+                r, ran = self.run_lock(["-c", config], "-k", "x")
+                # (Not assertFailure: this message names the file without line:col yet.)
+                self.assertStatus(r, 78)
+                self.assertFalse(ran)
+                self.assertIn(f"{config}: server ", r.stderr)
+
     def test_bad_server_urls_are_usage_errors(self):
         for url in ("http://127.0.0.1:1", "redis://127.0.0.1:99999", "redis://127.0.0.1:1/x",
                     "127.0.0.1:1"):
