@@ -1,5 +1,6 @@
 #include "cli/cli.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cstring>
 #include <iostream>
@@ -14,6 +15,7 @@
 #include "lock/name.hpp"
 #include "util/duration.hpp"
 #include "util/error.hpp"
+#include "util/fd.hpp"
 #include "util/format.hpp"
 #include "util/log.hpp"
 #include "util/version.hpp"
@@ -25,7 +27,7 @@ namespace {
 namespace log = util::log;
 
 struct GlobalOptions {
-    std::string config_file;
+    std::optional<std::string> config_file; // set when given, even if empty
     std::vector<std::string> servers;
     bool verbose = false;
     bool quiet = false;
@@ -87,8 +89,13 @@ std::string mask_urls_in(std::string text, int argc, char** argv) {
 
 util::Expected<config::Config> load(const GlobalOptions& global) {
     std::optional<std::filesystem::path> explicit_path;
-    if (!global.config_file.empty())
-        explicit_path = global.config_file;
+    if (global.config_file) {
+        // "-c ''" is a mistake (an unset variable in "-c $CONF"), not a request for the
+        // search path.
+        if (global.config_file->empty())
+            return util::fail(util::ErrorKind::usage, "--config: the file name is empty");
+        explicit_path = *global.config_file;
+    }
     auto path = config::find_config_file(explicit_path);
     if (!path)
         return std::unexpected(path.error());
@@ -106,16 +113,32 @@ util::Expected<config::Config> load(const GlobalOptions& global) {
         }
     }
     // The same server twice would count twice towards the quorum (and, as both copies
-    // answer for one key, a lock could never be taken): refuse it.
-    for (size_t i = 0; i < cfg->servers.size(); ++i)
+    // answer for one key, a lock could never be taken): refuse it, however it is written
+    // ([::1] and [0:0:0:0:0:0:0:1], localhost and 127.0.0.1, a path with .. or a symlink).
+    // Host names are resolved only here, with 2+ servers: one server costs nothing.
+    std::vector<std::vector<std::string>> identities;
+    if (cfg->servers.size() > 1)
+        for (const auto& s : cfg->servers)
+            identities.push_back(config::server_identities(s.url, true));
+    auto written = [](const config::ServerUrl& u) {
+        return u.is_unix()
+                   ? u.socket_path
+                   : util::format(u.host.find(':') != std::string::npos ? "[{}]:{}" : "{}:{}",
+                                  u.host, u.port);
+    };
+    for (size_t i = 0; i < identities.size(); ++i)
         for (size_t j = 0; j < i; ++j) {
             const auto& a = cfg->servers[i].url;
             const auto& b = cfg->servers[j].url;
-            if (a.host == b.host && a.port == b.port && a.socket_path == b.socket_path) {
+            bool same = std::ranges::any_of(identities[i], [&](const std::string& key) {
+                return std::ranges::find(identities[j], key) != identities[j].end();
+            });
+            if (same) {
                 auto message = util::format("server {} is listed more than once; Redlock needs "
                                             "independent servers",
-                                            a.is_unix() ? a.socket_path
-                                                        : util::format("{}:{}", a.host, a.port));
+                                            written(a));
+                if (written(a) != written(b))
+                    message += util::format(" (also as {})", written(b));
                 if (global.servers.empty())
                     return util::fail(util::ErrorKind::config,
                                       util::format("{}: {}", cfg->source.string(), message));
@@ -344,6 +367,45 @@ std::string_view chosen_command(int argc, char** argv) {
     return {};
 }
 
+// "--", "-t", "--ttl": a word that an option parser would take for an option. "-5s" and
+// "-" are not.
+bool looks_like_option(std::string_view word) {
+    return word == "--" ||
+           (word.size() >= 2 && word[0] == '-' &&
+            (word[1] == '-' || std::isalpha(static_cast<unsigned char>(word[1])) != 0));
+}
+
+// CLI11 hands an option the next word whatever it is, so `run -k -- true` locked "--" and
+// `run -k -t 5s -- cmd` locked "-t". A separate value that looks like an option is a
+// forgotten value; one that really starts with a dash can still be attached (--key=-x).
+// Only argv[1, end) is looked at: PROGRAM's own words start at `end`.
+std::optional<util::Error> option_value_missing(const CLI::App& app, int argc, char** argv,
+                                                int end) {
+    const auto commands = app.get_subcommands();
+    const CLI::App* command = commands.empty() ? nullptr : commands.front();
+    for (int i = 1; i < end && i + 1 < argc; ++i) {
+        const std::string word(argv[i]);
+        if (word == "--")
+            break;
+        if (word.size() < 2 || word[0] != '-')
+            continue;
+        const CLI::Option* option = command ? command->get_option_no_throw(word) : nullptr;
+        if (option == nullptr)
+            option = app.get_option_no_throw(word);
+        if (option == nullptr || option->get_items_expected_min() == 0)
+            continue; // a flag, or a value attached to the option (-kNAME, --key=NAME)
+        const std::string_view value(argv[++i]);
+        if (!looks_like_option(value))
+            continue;
+        std::string message = util::format("{} needs a value, but '{}' follows it", word, value);
+        if (value != "--" && !option->get_lnames().empty())
+            message += util::format(" (for a value that starts with '-', write --{}={})",
+                                    option->get_lnames().front(), value);
+        return util::Error{util::ErrorKind::usage, std::move(message)};
+    }
+    return std::nullopt;
+}
+
 int run_main(int argc, char** argv) {
     const std::string_view chosen = chosen_command(argc, argv);
     auto wants = [&](std::string_view name) { return chosen.empty() || chosen == name; };
@@ -354,7 +416,7 @@ int run_main(int argc, char** argv) {
     app.require_subcommand(0, 1);
     app.fallthrough();
     GlobalOptions global;
-    app.add_option("-c,--config", global.config_file, "Config file (default: search path)")
+    add_text_option(&app, "-c,--config", global.config_file, "Config file (default: search path)")
         ->type_name("FILE");
     app.add_option("-s,--server", global.servers,
                    "Redis server URL; repeat for Redlock (replaces the config's servers)")
@@ -446,6 +508,9 @@ int run_main(int argc, char** argv) {
         log::error("{} (try 'redlock --help')", mask_urls_in(what, argc, argv));
         return util::exit_code::usage;
     }
+    const int program_start = argc - static_cast<int>(run_args.program.size());
+    if (auto missing = option_value_missing(app, argc, argv, program_start))
+        return report(*missing);
     if (show_version) {
         std::cout << version_text();
         return 0;
@@ -455,7 +520,7 @@ int run_main(int argc, char** argv) {
                    "doctor (try 'redlock --help')");
         return util::exit_code::usage;
     }
-    mask_passwords(argc, argv, argc - static_cast<int>(run_args.program.size()));
+    mask_passwords(argc, argv, program_start);
     log::set_level(global.verbose ? log::Level::verbose
                    : global.quiet ? log::Level::quiet
                                   : log::Level::normal);
@@ -469,6 +534,10 @@ int run_main(int argc, char** argv) {
 } // namespace
 
 int main(int argc, char** argv) {
+    // Before anything opens a descriptor: a closed stderr must not be taken over by a
+    // Redis socket. Without /dev/null there is nowhere to say why; the status must do.
+    if (!util::occupy_standard_fds())
+        return util::exit_code::internal;
     // Failure that is normal is a value; anything thrown is a bug or the system failing
     // (out of memory, no randomness): one message and status 70, never an abort.
     try {

@@ -12,6 +12,7 @@
 #include "lock/name.hpp"
 #include "util/clock.hpp"
 #include "util/duration.hpp"
+#include "util/fd.hpp"
 #include "util/format.hpp"
 #include "util/log.hpp"
 #include "util/random.hpp"
@@ -157,10 +158,18 @@ std::vector<std::string> known_secrets(const config::Config& config) {
     return out;
 }
 
-void print_stdout(const std::string& text) {
+bool print_stdout(const std::string& text) {
     // A full disk or a closed pipe must not pass silently for a script reading our output.
-    if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0)
-        log::error("write error on standard output: {}", std::strerror(errno));
+    int error = 0;
+    if (util::was_closed_at_start(STDOUT_FILENO))
+        error = EBADF;
+    else if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() ||
+             std::fflush(stdout) != 0)
+        error = errno; // read at once: the next library call may change it
+    if (error == 0)
+        return true;
+    log::error("write error on standard output: {}", std::strerror(error));
+    return false;
 }
 
 std::string human_duration(Millis d) {

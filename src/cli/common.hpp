@@ -47,7 +47,10 @@ acquire_waiting(lock::Lock& lock, std::string_view name,
 [[nodiscard]] std::vector<std::string> known_secrets(const config::Config& config);
 
 // Writes command output to stdout (which belongs to the commands' output, not to messages).
-void print_stdout(const std::string& text);
+// Returns false, after saying why on stderr, when it could not be written: a full disk, a
+// closed pipe, or a stdout that was closed when redlock started (EBADF, although it is
+// /dev/null by now). The caller then exits 70.
+[[nodiscard]] bool print_stdout(const std::string& text);
 
 // "24.3s", "5m 3s", "2h 10m", "1d 2h": a duration for people.
 [[nodiscard]] std::string human_duration(std::chrono::milliseconds d);

@@ -9,6 +9,7 @@
 #include "util/format.hpp"
 #include "util/json.hpp"
 #include "util/log.hpp"
+#include "util/text.hpp"
 
 namespace redlock::cli {
 
@@ -92,19 +93,22 @@ int doctor_command(const DoctorOptions& options, const config::Config& config) {
     } else {
         for (const auto& r : reports) {
             if (!r.reachable) {
-                out += util::format("{}  {}: {}\n", r.server,
-                                    r.auth_error ? "REFUSED" : "UNREACHABLE", r.error);
+                out +=
+                    util::format("{}  {}: {}\n", r.server, r.auth_error ? "REFUSED" : "UNREACHABLE",
+                                 util::printable(r.error));
                 continue;
             }
-            out += util::format("{}  redis {}, {}, round trip {:.2f}ms\n", r.server,
-                                r.version.empty() ? "(version unknown)" : r.version,
-                                r.role.empty() ? "role unknown" : r.role, r.latency_ms);
+            // What the server reports (INFO, error texts) is shown through util::printable.
+            out += util::format(
+                "{}  redis {}, {}, round trip {:.2f}ms\n", r.server,
+                r.version.empty() ? "(version unknown)" : util::printable(r.version),
+                r.role.empty() ? "role unknown" : util::printable(r.role), r.latency_ms);
             for (const auto& c : r.checks) {
                 const char* level = c.level == doctor::Level::risk   ? "RISK"
                                     : c.level == doctor::Level::note ? "note"
                                                                      : "ok";
                 out += util::format("  {:<4}  {:<11}  {}\n", level, c.name,
-                                    wrap(c.message, 80 - 21, 21));
+                                    wrap(util::printable(c.message), 80 - 21, 21));
             }
         }
         if (unreachable > 0)
@@ -116,7 +120,8 @@ int doctor_command(const DoctorOptions& options, const config::Config& config) {
             out += util::format("all {} server{} fit for locking{}\n", reports.size(),
                                 reports.size() == 1 ? "" : "s", notes ? " (see the notes)" : "");
     }
-    print_stdout(out);
+    if (!print_stdout(out))
+        return util::exit_code::internal;
     for (const auto& r : reports)
         if (!r.reachable)
             util::log::error("cannot check {}: {}", r.server, r.error);

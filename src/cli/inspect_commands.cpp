@@ -1,7 +1,5 @@
 // status and list: read-only views of locks, merged across servers.
 
-#include <cstdio>
-#include <ctime>
 #include <iostream>
 
 #include "cli/commands.hpp"
@@ -11,6 +9,8 @@
 #include "util/format.hpp"
 #include "util/json.hpp"
 #include "util/log.hpp"
+#include "util/text.hpp"
+#include "util/timestamp.hpp"
 
 namespace redlock::cli {
 
@@ -19,24 +19,25 @@ namespace {
 using Millis = std::chrono::milliseconds;
 namespace log = util::log;
 
-// How long ago an ISO 8601 UTC timestamp ("2026-12-02T14:16:33.620Z") was.
+// How long ago an ISO 8601 UTC timestamp ("2026-12-02T14:16:33.620Z") was; nullopt when
+// the text is not one (metadata is whatever a client wrote). Computed in milliseconds:
+// system_clock's nanoseconds would overflow for a year such as 9999.
 std::optional<Millis> age_of(const std::string& iso) {
-    std::tm tm{};
-    int ms = 0;
-    if (std::sscanf(iso.c_str(), "%d-%d-%dT%d:%d:%d.%dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
-                    &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &ms) < 6)
+    auto then = util::parse_utc_timestamp(iso);
+    if (!then)
         return std::nullopt;
-    tm.tm_year -= 1900;
-    tm.tm_mon -= 1;
-    auto then = std::chrono::system_clock::from_time_t(::timegm(&tm)) + Millis(ms);
-    return std::chrono::duration_cast<Millis>(std::chrono::system_clock::now() - then);
+    return std::chrono::floor<Millis>(std::chrono::system_clock::now()) - *then;
 }
 
 const char* server_state(const lock::ServerView& s) {
     if (!s.reachable)
         return "unreachable";
+    if (s.wrong_type)
+        return "wrong_type";
     return s.token ? "held" : "free";
 }
+
+constexpr const char* k_wrong_type_text = "not a redlock lock (wrong type)";
 
 void write_holder(util::JsonWriter& json, const std::optional<lock::Holder>& holder) {
     json.key("holder");
@@ -58,7 +59,8 @@ void write_view(util::JsonWriter& json, const lock::LockView& view) {
     json.begin_object()
         .field("name", view.name)
         .field("key", view.key)
-        .field("state", lock::state_name(view.state));
+        .field("state", lock::state_name(view.state))
+        .field("wrong_type", view.wrong_type);
     json.key("ttl_ms");
     if (view.state == lock::LockState::held)
         json.value(view.ttl_ms);
@@ -81,7 +83,7 @@ void write_view(util::JsonWriter& json, const lock::LockView& view) {
         else
             json.null();
         json.key("ttl_ms");
-        if (s.token)
+        if (s.token || s.wrong_type)
             json.value(s.ttl_ms);
         else
             json.null();
@@ -95,10 +97,13 @@ void write_view(util::JsonWriter& json, const lock::LockView& view) {
     json.end_array().end_object();
 }
 
+// Text output shows what servers and other clients wrote through util::printable: a
+// newline or an escape sequence in a command line must not forge a line or drive the
+// terminal.
 std::string holder_text(const std::optional<lock::Holder>& holder) {
     if (!holder)
         return "an unknown owner (no redlock metadata)";
-    return util::format("{}@{} (pid {})", holder->user, holder->host, holder->pid);
+    return util::printable(util::format("{}@{} (pid {})", holder->user, holder->host, holder->pid));
 }
 
 std::string ttl_text(long long ttl_ms) {
@@ -122,16 +127,25 @@ void print_view(std::string& out, const lock::LockView& view) {
                                 view.name, view.servers.size());
         break;
     case lock::LockState::held:
+        if (view.wrong_type) {
+            // Some other program wrote another type of value under the lock's key: nothing
+            // can take the lock until that key is gone (release --force removes it).
+            out +=
+                util::format("{}: {}, {}\n", view.name, k_wrong_type_text, ttl_text(view.ttl_ms));
+            break;
+        }
         out += util::format("{}: held by {}, {}\n", view.name, holder_text(view.holder),
                             ttl_text(view.ttl_ms));
         if (view.holder) {
-            out += util::format("  command   {}\n", view.holder->command);
+            out += util::format("  command   {}\n", util::printable(view.holder->command));
+            // No age for a time that is not one, or in the future (a host clock ahead).
             auto age = age_of(view.holder->acquired_at);
-            out += util::format("  since     {}{}\n", view.holder->acquired_at,
-                                age ? " (held " + human_duration(*age) + ")" : std::string());
+            out += util::format("  since     {}{}\n", util::printable(view.holder->acquired_at),
+                                age && age->count() >= 0 ? " (held " + human_duration(*age) + ")"
+                                                         : std::string());
             out += util::format("  lease     {}\n", human_duration(Millis(view.holder->ttl_ms)));
         }
-        out += util::format("  token     {}\n", *view.token);
+        out += util::format("  token     {}\n", util::printable(*view.token));
         if (view.fence)
             out += util::format("  fence     {}\n", *view.fence);
         break;
@@ -140,7 +154,11 @@ void print_view(std::string& out, const lock::LockView& view) {
         out += "  servers\n";
         for (const auto& s : view.servers) {
             if (!s.reachable)
-                out += util::format("    {:<22} unreachable: {}\n", s.server, s.error);
+                out += util::format("    {:<22} unreachable: {}\n", s.server,
+                                    util::printable(s.error));
+            else if (s.wrong_type)
+                out += util::format("    {:<22} {} {}\n", s.server, k_wrong_type_text,
+                                    ttl_text(s.ttl_ms));
             else if (!s.token)
                 out += util::format("    {:<22} free\n", s.server);
             else
@@ -161,12 +179,6 @@ std::string locks_json(const std::vector<lock::LockView>& views) {
     return json.str();
 }
 
-std::string clip(std::string text, size_t width) {
-    if (text.size() <= width)
-        return text;
-    return text.substr(0, width - 1) + "~";
-}
-
 } // namespace
 
 int status_command(const StatusOptions& options, const config::Config& config) {
@@ -182,7 +194,8 @@ int status_command(const StatusOptions& options, const config::Config& config) {
         for (const auto& v : views)
             print_view(out, v);
     }
-    print_stdout(out);
+    if (!print_stdout(out))
+        return util::exit_code::internal;
     for (const auto& v : views)
         if (v.reachable == 0)
             return report(lock::unreadable_error(v.servers));
@@ -209,21 +222,25 @@ int list_command(const ListOptions& options, const config::Config& config) {
         out += util::format("{:<24} {:<9} {:<22} {:<8} {}\n", "NAME", "TTL", "HOLDER", "HELD",
                             "COMMAND");
         for (const auto& v : views) {
-            std::string holder =
-                v.state == lock::LockState::unknown ? "(unknown state)"
-                : v.holder ? util::format("{}@{}:{}", v.holder->user, v.holder->host, v.holder->pid)
-                           : std::string("unknown");
+            std::string holder = v.state == lock::LockState::unknown ? "(unknown state)"
+                                 : v.wrong_type                      ? "(wrong type)"
+                                 : v.holder
+                                     ? util::printable(util::format("{}@{}:{}", v.holder->user,
+                                                                    v.holder->host, v.holder->pid))
+                                     : std::string("unknown");
             std::optional<Millis> age;
             if (v.holder)
                 age = age_of(v.holder->acquired_at);
             out += util::format(
                 "{:<24} {:<9} {:<22} {:<8} {}\n", v.name,
                 v.state == lock::LockState::held ? human_duration(Millis(v.ttl_ms)) : "-",
-                clip(holder, 22), age ? human_duration(*age) : std::string("-"),
-                v.holder ? clip(v.holder->command, 80 - 24 - 9 - 22 - 8 - 4) : std::string("-"));
+                util::clip(holder, 22), age ? human_duration(*age) : std::string("-"),
+                v.holder ? util::clip(util::printable(v.holder->command), 80 - 24 - 9 - 22 - 8 - 4)
+                         : std::string("-"));
         }
     }
-    print_stdout(out);
+    if (!print_stdout(out))
+        return util::exit_code::internal;
     if (found.scanned == 0 && !found.failures.empty())
         return report(lock::unreadable_error(found.failures));
     return 0;

@@ -16,6 +16,7 @@
 #include "util/json.hpp"
 #include "util/log.hpp"
 #include "util/random.hpp"
+#include "util/text.hpp"
 
 namespace redlock::cli {
 
@@ -69,6 +70,19 @@ bool confirm(const std::string& question) {
     return answer == "y" || answer == "Y" || answer == "yes" || answer == "YES";
 }
 
+// The token of a lock just acquired could not be written: nobody could ever release or
+// extend it, so it must not stay held for its whole TTL.
+int give_back(lock::Lock& lock, const std::string& name) {
+    size_t released = 0;
+    for (const auto& r : lock.release())
+        released += r.vote == Vote::yes;
+    if (released > 0)
+        log::error("released '{}' again: its token could not be written", name);
+    else
+        log::error("could not release '{}' again: it stays held until its ttl runs out", name);
+    return util::exit_code::internal;
+}
+
 } // namespace
 
 int acquire_command(const AcquireOptions& options, const config::Config& config) {
@@ -88,6 +102,7 @@ int acquire_command(const AcquireOptions& options, const config::Config& config)
     auto acquired = acquire_waiting(lock, options.name, options.wait, *signals);
     if (auto status = unless_acquired(acquired, options.conflict_exit_code))
         return *status;
+    std::string out;
     if (options.json) {
         util::JsonWriter json;
         json.begin_object()
@@ -98,18 +113,20 @@ int acquire_command(const AcquireOptions& options, const config::Config& config)
             .field("ttl_ms", options.ttl.count())
             .field("acquired_at", holder.acquired_at)
             .end_object();
-        print_stdout(json.str());
+        out = json.str();
     } else if (options.shell) {
         // The variables `run` gives PROGRAM; names and hex tokens need no quoting, but the
         // quotes keep that true whatever a name may hold one day.
-        print_stdout(util::format("REDLOCK_KEY='{}'; export REDLOCK_KEY\n"
+        out = util::format("REDLOCK_KEY='{}'; export REDLOCK_KEY\n"
                                   "REDLOCK_TOKEN='{}'; export REDLOCK_TOKEN\n"
                                   "REDLOCK_FENCE='{}'; export REDLOCK_FENCE\n",
-                                  options.name, token, lock.fence()));
+                                  options.name, token, lock.fence());
     } else {
         // The token alone on its line, as 0.1 printed it: `tok=$(redlock acquire NAME)`.
-        print_stdout(token + "\n");
+        out = token + "\n";
     }
+    if (!print_stdout(out))
+        return give_back(lock, options.name);
     return 0;
 }
 
@@ -169,17 +186,23 @@ int release_command(const ReleaseOptions& options, const config::Config& config)
     if (view.reachable == 0)
         return report(lock::unreadable_error(view.servers));
     size_t holding = 0;
-    for (const auto& s : view.servers)
-        holding += s.token.has_value();
+    bool wrong_type = false;
+    for (const auto& s : view.servers) {
+        holding += s.token.has_value() || s.wrong_type;
+        wrong_type |= s.wrong_type;
+    }
     if (holding == 0) {
         log::note("lock '{}' is free; nothing to release", options.name);
         return 0;
     }
-    std::string who = view.holder
-                          ? util::format("{}@{} (pid {}, since {}, running {})", view.holder->user,
-                                         view.holder->host, view.holder->pid,
-                                         view.holder->acquired_at, view.holder->command)
-                          : std::string("an unknown owner");
+    // Shown on a terminal: what the holder wrote goes through util::printable.
+    std::string who =
+        view.holder
+            ? util::printable(util::format("{}@{} (pid {}, since {}, running {})",
+                                           view.holder->user, view.holder->host, view.holder->pid,
+                                           view.holder->acquired_at, view.holder->command))
+        : wrong_type && !view.token ? std::string("a key that is not a redlock lock (wrong type)")
+                                    : std::string("an unknown owner");
     if (!options.yes && ::isatty(STDIN_FILENO) &&
         !confirm(util::format("release lock '{}' held by {}?", options.name, who))) {
         log::note("lock '{}' left as it is", options.name);
@@ -189,14 +212,15 @@ int release_command(const ReleaseOptions& options, const config::Config& config)
     std::string tokens;
     for (const auto& s : view.servers)
         if (s.token && tokens.find(*s.token) == std::string::npos)
-            tokens += (tokens.empty() ? "" : ", ") + *s.token;
-    print_stdout(util::format("released '{}' on {} of {} server{}: held by {}, token {}\n",
-                              options.name, deleted, view.servers.size(),
-                              view.servers.size() == 1 ? "" : "s", who, tokens));
+            tokens += (tokens.empty() ? "" : ", ") + util::printable(*s.token);
+    bool printed = print_stdout(util::format("released '{}' on {} of {} server{}: held by {}{}\n",
+                                             options.name, deleted, view.servers.size(),
+                                             view.servers.size() == 1 ? "" : "s", who,
+                                             tokens.empty() ? std::string() : ", token " + tokens));
     if (deleted < holding)
         log::note("the lock changed on {} server{} while it was being released; run status again",
                   holding - deleted, holding - deleted == 1 ? "" : "s");
-    return 0;
+    return printed ? 0 : util::exit_code::internal;
 }
 
 } // namespace redlock::cli

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <span>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #include "util/fd.hpp"
 #include "util/format.hpp"
 #include "util/log.hpp"
+#include "util/text.hpp"
 
 namespace redlock::config {
 
@@ -26,8 +28,8 @@ using util::ErrorKind;
 
 constexpr std::string_view k_default_server = "redis://127.0.0.1:6379";
 constexpr Millis k_min_ttl{10};
-// A password file is a few bytes; the cap stops a mistaken path such as /dev/zero from
-// being read forever.
+// A password file is a few bytes; the cap stops a mistaken path to a large file from
+// being read whole.
 constexpr size_t k_max_password_file = size_t{64} * 1024;
 
 using namespace std::string_view_literals;
@@ -115,7 +117,12 @@ std::vector<std::pair<const toml::key*, const toml::node*>> in_file_order(const 
     return entries;
 }
 
+// read_file's error for a path that is not a regular file (not an errno value).
+constexpr int k_not_regular_file = -1;
+
 std::string errno_text(int error) {
+    if (error == k_not_regular_file)
+        return "not a regular file";
     return std::strerror(error);
 }
 
@@ -124,9 +131,19 @@ struct FileContent {
     mode_t mode = 0;
 };
 
-// One open, one fstat and the reads: the whole cost of a config or password file.
+// /dev/null reads as an empty file: `-c /dev/null` means "no config, the defaults", as
+// `ssh -F /dev/null` does.
+bool is_null_device(const struct stat& st) {
+    return S_ISCHR(st.st_mode) && st.st_rdev == makedev(1, 3);
+}
+
+// One open, one fstat and the reads: the whole cost of a config or password file. Only a
+// regular file (or /dev/null) is read: opening a FIFO would block until a writer came (for
+// ever, for a mistaken -c), and another device or a directory is never a config.
+// O_NONBLOCK makes the open itself return at once; it changes nothing for the reads of a
+// regular file.
 std::optional<FileContent> read_file(const std::filesystem::path& path, size_t limit, int& error) {
-    util::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    util::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
     if (!fd) {
         error = errno;
         return std::nullopt;
@@ -134,6 +151,10 @@ std::optional<FileContent> read_file(const std::filesystem::path& path, size_t l
     struct stat st {};
     if (::fstat(fd.get(), &st) != 0) {
         error = errno;
+        return std::nullopt;
+    }
+    if (!S_ISREG(st.st_mode) && !is_null_device(st)) {
+        error = k_not_regular_file;
         return std::nullopt;
     }
     FileContent content;
@@ -175,6 +196,120 @@ struct PendingServer {
     std::optional<Millis> command_timeout;
 };
 
+// Where a problem sits in the text, 1-based, columns counted in characters.
+struct TextPosition {
+    size_t line = 1;
+    size_t column = 1;
+};
+
+struct TextProblem {
+    TextPosition where;
+    std::string message;
+};
+
+// toml++ 3.3.0 reaches TOML_UNREACHABLE (undefined behaviour: a crash, or worse) on a
+// non-ASCII character where it looks for whitespace: after a value (`ttl = "1s" ò`), in
+// a bare key or table name, and after a line-ending backslash in a """ string
+// (marzer/tomlplusplus#190, #295). TOML 1.0 allows non-ASCII only inside strings and
+// comments, so this scan refuses it anywhere else, and right after a line-ending
+// backslash, before toml++ sees the text. Invalid UTF-8 is refused here too, so that the
+// columns counted below are characters.
+std::optional<TextProblem> unsafe_for_toml(std::string_view text) {
+    enum class State { normal, comment, basic, literal, multi_basic, multi_literal };
+    State state = State::normal;
+    TextPosition at;
+    bool after_continuation = false; // in a """ string, skipping blanks after "\<newline>"
+    auto starts = [&](size_t i, std::string_view what) {
+        return text.substr(i, what.size()) == what;
+    };
+    for (size_t i = 0; i < text.size();) {
+        const char c = text[i];
+        const size_t n = util::utf8_sequence_length(text, i);
+        if (n == 0)
+            return TextProblem{at,
+                               util::format("invalid UTF-8 (byte 0x{:02x})",
+                                            static_cast<unsigned>(static_cast<unsigned char>(c)))};
+        if (n > 1) {
+            if (state == State::normal)
+                return TextProblem{at, "a non-ASCII character outside a string or comment"};
+            if (after_continuation)
+                return TextProblem{at, "a non-ASCII character right after a line-ending "
+                                       "backslash; write it as \\uXXXX"};
+        }
+        size_t advance = n;
+        if (c == '\n') {
+            if (state == State::comment || state == State::basic || state == State::literal)
+                state = State::normal; // a string cut by a newline is toml++'s error to report
+        } else if (after_continuation && c != ' ' && c != '\t' && c != '\r') {
+            after_continuation = false;
+        }
+        switch (state) {
+        case State::normal:
+            if (c == '#')
+                state = State::comment;
+            else if (starts(i, "\"\"\""))
+                state = State::multi_basic, advance = 3;
+            else if (starts(i, "\'\'\'"))
+                state = State::multi_literal, advance = 3;
+            else if (c == '"')
+                state = State::basic;
+            else if (c == '\'')
+                state = State::literal;
+            break;
+        case State::comment:
+            break;
+        case State::basic:
+            if (c == '\\' && i + 1 < text.size() && text[i + 1] != '\n')
+                advance = 2;
+            else if (c == '"')
+                state = State::normal;
+            break;
+        case State::literal:
+            if (c == '\'')
+                state = State::normal;
+            break;
+        case State::multi_basic:
+            if (c == '\\') {
+                size_t j = i + 1;
+                while (j < text.size() && (text[j] == ' ' || text[j] == '\t' || text[j] == '\r'))
+                    ++j;
+                if (j < text.size() && text[j] == '\n')
+                    after_continuation = true;
+                else if (i + 1 < text.size() && text[i + 1] != '\n')
+                    advance = 2;
+            } else if (starts(i, "\"\"\"")) {
+                // Up to two more quotes belong to the string: """a""""" is a"".
+                advance = 3;
+                while (advance < 5 && i + advance < text.size() && text[i + advance] == '"')
+                    ++advance;
+                state = State::normal;
+            }
+            break;
+        case State::multi_literal:
+            if (starts(i, "\'\'\'")) {
+                advance = 3;
+                while (advance < 5 && i + advance < text.size() && text[i + advance] == '\'')
+                    ++advance;
+                state = State::normal;
+            }
+            break;
+        }
+        // Columns advance by characters; an escape or a quote run is ASCII, one per byte.
+        for (size_t k = i; k < i + advance && k < text.size();) {
+            if (text[k] == '\n') {
+                ++at.line;
+                at.column = 1;
+            } else {
+                ++at.column;
+            }
+            const size_t step = util::utf8_sequence_length(text, k);
+            k += step == 0 ? 1 : step;
+        }
+        i += advance;
+    }
+    return std::nullopt;
+}
+
 class Parser {
   public:
     explicit Parser(const std::filesystem::path& source)
@@ -184,6 +319,10 @@ class Parser {
     [[nodiscard]] bool has_inline_password() const { return m_inline_password; }
 
     util::Expected<Config> parse(std::string_view text) {
+        if (auto problem = unsafe_for_toml(text))
+            return util::fail(ErrorKind::config,
+                              util::format("{}:{}:{}: {}", m_name, problem->where.line,
+                                           problem->where.column, problem->message));
 #if TOML_EXCEPTIONS
         toml::table root;
         try {
@@ -560,7 +699,7 @@ util::Expected<Config> load_config(const std::optional<std::filesystem::path>& p
     }
 
     int errno_value = 0;
-    // No practical config comes near this; it only bounds a mistaken -c /dev/zero.
+    // No practical config comes near this; it only bounds a mistaken -c naming a huge file.
     constexpr size_t k_max_config = size_t{16} * 1024 * 1024;
     auto content = read_file(*path, k_max_config, errno_value);
     if (!content)

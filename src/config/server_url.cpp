@@ -1,6 +1,14 @@
 #include "config/server_url.hpp"
 
+#include <arpa/inet.h>
 #include <charconv>
+#include <cstdlib>
+#include <filesystem>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <climits>
 
 #include "util/format.hpp"
 
@@ -237,6 +245,75 @@ std::string ServerUrl::display() const {
         ipv6 ? util::format("[{}]:{}", host, port) : util::format("{}:{}", host, port);
     if (db != 0)
         out += "/" + std::to_string(db);
+    return out;
+}
+
+namespace {
+
+// The canonical text of an address: IPv4 dotted quad, IPv6 as inet_ntop writes it, an
+// IPv4-mapped IPv6 address as its IPv4 form.
+std::string address_text(int family, const void* address) {
+    char buf[INET6_ADDRSTRLEN] = {};
+    if (family == AF_INET6) {
+        const auto* a6 = static_cast<const in6_addr*>(address);
+        if (IN6_IS_ADDR_V4MAPPED(a6))
+            return address_text(AF_INET, &a6->s6_addr[12]);
+    }
+    if (::inet_ntop(family, address, buf, sizeof buf) == nullptr)
+        return {};
+    return buf;
+}
+
+std::optional<std::string> numeric_address(const std::string& host) {
+    in_addr v4{};
+    if (::inet_pton(AF_INET, host.c_str(), &v4) == 1)
+        return address_text(AF_INET, &v4);
+    in6_addr v6{};
+    if (::inet_pton(AF_INET6, host.c_str(), &v6) == 1)
+        return address_text(AF_INET6, &v6);
+    return std::nullopt;
+}
+
+std::vector<std::string> resolved_addresses(const std::string& host) {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* found = nullptr;
+    std::vector<std::string> out;
+    if (::getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0)
+        return out;
+    for (const addrinfo* ai = found; ai != nullptr; ai = ai->ai_next) {
+        if (ai->ai_family == AF_INET)
+            out.push_back(address_text(
+                AF_INET, &reinterpret_cast<const sockaddr_in*>(ai->ai_addr)->sin_addr));
+        else if (ai->ai_family == AF_INET6)
+            out.push_back(address_text(
+                AF_INET6, &reinterpret_cast<const sockaddr_in6*>(ai->ai_addr)->sin6_addr));
+    }
+    ::freeaddrinfo(found);
+    return out;
+}
+
+} // namespace
+
+std::vector<std::string> server_identities(const ServerUrl& url, bool resolve) {
+    if (url.is_unix()) {
+        std::error_code error;
+        auto path = std::filesystem::weakly_canonical(url.socket_path, error);
+        if (error)
+            path = std::filesystem::path(url.socket_path).lexically_normal();
+        return {"unix:" + path.string()};
+    }
+    std::vector<std::string> addresses;
+    if (auto numeric = numeric_address(url.host))
+        addresses.push_back(*numeric);
+    else if (resolve)
+        addresses = resolved_addresses(url.host);
+    if (addresses.empty())
+        addresses.push_back(lowercase(url.host));
+    std::vector<std::string> out;
+    for (const auto& a : addresses)
+        out.push_back(util::format("tcp:{}:{}", a, url.port));
     return out;
 }
 

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "util/error.hpp"
 
@@ -25,6 +26,15 @@ struct ServerUrl {
     // (unix) when db != 0; never a password.
     [[nodiscard]] std::string display() const;
 };
+
+// Keys naming the server a URL points at, so that one server written two ways is seen
+// as one: "unix:" + the socket's canonical path (realpath, or lexically normalised when
+// it does not exist yet), or "tcp:" + a numeric address + ":" + port (an IP literal in
+// its canonical form, an IPv4-mapped IPv6 address as IPv4). A host name gives one key per
+// address when `resolve` (getaddrinfo: it can cost a DNS query, so only ask when there is
+// something to compare), else, or if it cannot be resolved, the name as written in
+// lowercase. Two URLs name the same server when their keys overlap.
+[[nodiscard]] std::vector<std::string> server_identities(const ServerUrl& url, bool resolve);
 
 // Parses a URL; errors are usage errors naming the URL with any password masked.
 [[nodiscard]] util::Expected<ServerUrl> parse_server_url(std::string_view url);

@@ -51,6 +51,20 @@ const redisReply* read_outcome(const redis::Connection& conn, ServerView& view) 
     return outcome->reply.get();
 }
 
+// A WRONGTYPE error from the inspect script: the lock key holds something other than a
+// string. That server answered; what it has is simply not a lock.
+bool is_wrong_type(const redis::Connection& conn) {
+    const auto& outcome = conn.outcome();
+    return outcome && !outcome->failure && outcome->reply && redis::is_error(*outcome->reply) &&
+           redis::text(*outcome->reply).starts_with("WRONGTYPE");
+}
+
+// A SCAN cursor is an unsigned decimal number; anything else is a protocol error.
+bool is_cursor(std::string_view text) {
+    return !text.empty() && text.size() <= 20 &&
+           std::ranges::all_of(text, [](char c) { return c >= '0' && c <= '9'; });
+}
+
 std::string glob_escape(std::string_view text) {
     std::string out;
     for (char c : text) {
@@ -87,8 +101,18 @@ LockView inspect(std::span<redis::Connection> conns, std::string_view prefix,
 
     std::map<std::string, std::vector<long long>> ttls_by_token;
     size_t free_servers = 0;
+    bool any_wrong_type = false;
     for (const auto& conn : conns) {
         ServerView sv;
+        if (is_wrong_type(conn)) {
+            sv.server = conn.name();
+            sv.reachable = true;
+            sv.wrong_type = true;
+            any_wrong_type = true;
+            ++view.reachable;
+            view.servers.push_back(std::move(sv));
+            continue;
+        }
         const redisReply* reply = read_outcome(conn, sv);
         if (reply && (reply->type != REDIS_REPLY_ARRAY || reply->elements != 4)) {
             sv.reachable = false;
@@ -135,6 +159,31 @@ LockView inspect(std::span<redis::Connection> conns, std::string_view prefix,
                 break;
             }
     }
+    if (any_wrong_type) {
+        // The script could not read the TTL of a key of another type; PTTL can.
+        std::vector<long long> ttls;
+        auto now = redis::Clock::now();
+        const std::array<std::string_view, 2> pttl{"PTTL", view.key};
+        for (size_t i = 0; i < conns.size(); ++i)
+            if (view.servers[i].wrong_type)
+                conns[i].start(redis::encode_command(pttl), {}, now);
+        (void)redis::wait(conns, [] { return false; });
+        for (size_t i = 0; i < conns.size(); ++i) {
+            auto& sv = view.servers[i];
+            if (!sv.wrong_type)
+                continue;
+            const auto& outcome = conns[i].outcome();
+            if (outcome && outcome->reply && outcome->reply->type == REDIS_REPLY_INTEGER)
+                sv.ttl_ms = outcome->reply->integer;
+            ttls.push_back(sv.ttl_ms);
+        }
+        if (view.state != LockState::held && ttls.size() >= majority) {
+            view.state = LockState::held;
+            view.wrong_type = true;
+            std::ranges::sort(ttls, std::greater<>());
+            view.ttl_ms = ttls[majority - 1];
+        }
+    }
     if (view.state != LockState::held && free_servers >= majority)
         view.state = LockState::free;
     return view;
@@ -178,6 +227,17 @@ ListResult list_names(std::span<redis::Connection> conns, std::string_view prefi
                 result.failures.push_back(std::move(sv));
                 continue;
             }
+            if (reply && (reply->element[0]->type != REDIS_REPLY_STRING ||
+                          !is_cursor(redis::text(*reply->element[0])))) {
+                // Looping on a cursor that can never be 0 would keep us for a million
+                // rounds: treat the server as broken.
+                sv.reachable = false;
+                sv.error =
+                    "unexpected reply to SCAN (cursor " + redis::describe(*reply->element[0]) + ")";
+                done[i] = true;
+                result.failures.push_back(std::move(sv));
+                continue;
+            }
             cursors[i] = std::string(redis::text(*reply->element[0]));
             const redisReply* keys = reply->element[1];
             for (size_t k = 0; keys->type == REDIS_REPLY_ARRAY && k < keys->elements; ++k) {
@@ -205,6 +265,12 @@ size_t force_release(std::span<redis::Connection> conns, const LockView& view) {
     auto now = redis::Clock::now();
     for (size_t i = 0; i < conns.size() && i < view.servers.size(); ++i) {
         const auto& token = view.servers[i].token;
+        if (view.servers[i].wrong_type) {
+            const std::array<std::string_view, 4> argv{"EVAL", k_remove_wrong_type_script.source, "1",
+                                                       view.key};
+            conns[i].start(redis::encode_command(argv), {}, now);
+            continue;
+        }
         if (!token)
             continue;
         conns[i].start(
@@ -214,7 +280,7 @@ size_t force_release(std::span<redis::Connection> conns, const LockView& view) {
     (void)redis::wait(conns, [] { return false; });
     size_t deleted = 0;
     for (size_t i = 0; i < conns.size() && i < view.servers.size(); ++i) {
-        if (!view.servers[i].token)
+        if (!view.servers[i].token && !view.servers[i].wrong_type)
             continue;
         const auto& outcome = conns[i].outcome();
         if (outcome && outcome->reply && outcome->reply->type == REDIS_REPLY_INTEGER &&

@@ -19,10 +19,13 @@ struct ServerView {
     bool reachable = false;
     std::string error; // why it could not be read
     bool auth_error = false;
-    std::optional<std::string> token; // nullopt: free on this server
+    std::optional<std::string> token; // nullopt: free on this server (or wrong_type)
     long long ttl_ms = -2;            // PTTL: -2 free, -1 no expiry
     std::optional<Holder> holder;
     std::optional<long long> fence; // the fence counter; nullopt: never set on this server
+    // The lock key exists but is not a string (say, a hash someone wrote there): not a
+    // lock of redlock's or of any SET NX client, yet it keeps the name from being taken.
+    bool wrong_type = false;
 };
 
 enum class LockState { free, held, unknown };
@@ -39,6 +42,7 @@ struct LockView {
     std::optional<long long> fence;
     std::vector<ServerView> servers;
     size_t reachable = 0;
+    bool wrong_type = false; // held because a majority have a key of the wrong type
 };
 
 [[nodiscard]] const char* state_name(LockState state);
@@ -57,8 +61,9 @@ struct ListResult {
 [[nodiscard]] ListResult list_names(std::span<redis::Connection> conns, std::string_view prefix,
                                     std::string_view pattern);
 
-// Deletes the lock on each server where it still holds the token `view` showed there.
-// Returns the number of servers where it was deleted.
+// Deletes the lock on each server where it still holds the token `view` showed there, or
+// where it still is a key of the wrong type if `view` showed that. Returns the number of
+// servers where it was deleted.
 size_t force_release(std::span<redis::Connection> conns, const LockView& view);
 
 // The error when no server could be read at all (unavailable, or auth).

@@ -96,4 +96,15 @@ if not token then return {false, -2, {}, fence} end
 return {token, redis.call("pttl", KEYS[1]), redis.call("hgetall", KEYS[2]), fence})lua",
     "bbd946d0acf8e7f34865dfc0964a3485339065f8"};
 
+// release --force of a lock key that is not a string (a hash someone wrote there): deletes
+// KEYS[1] only if GET still fails with WRONGTYPE, so that a lock taken meanwhile is never
+// removed. Needs only the GET and DEL that release needs.
+inline constexpr Script k_remove_wrong_type_script{
+    R"lua(local value = redis.pcall("get", KEYS[1])
+if type(value) == "table" and value.err and string.find(value.err, "WRONGTYPE", 1, true) then
+  return redis.call("del", KEYS[1])
+end
+return 0)lua",
+    "b0642323e7f7959470b62e32a0ac9185f9938634"};
+
 } // namespace redlock::lock

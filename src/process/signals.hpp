@@ -10,8 +10,11 @@
 
 namespace redlock::process {
 
-// The signals redlock forwards to PROGRAM.
-inline constexpr int k_forwarded_signals[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
+// The signals redlock forwards to PROGRAM: every one whose default action would kill
+// redlock and that someone sends on purpose. USR1, USR2 and ALRM are included because a
+// default death would leave PROGRAM to the watchdog's SIGKILL and the lock to its TTL.
+inline constexpr int k_forwarded_signals[] = {SIGTERM, SIGINT,  SIGHUP, SIGQUIT,
+                                              SIGUSR1, SIGUSR2, SIGALRM};
 
 [[nodiscard]] inline bool is_forwarded(int sig) {
     for (int s : k_forwarded_signals)
@@ -22,9 +25,9 @@ inline constexpr int k_forwarded_signals[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
 
 class SignalEvents {
   public:
-    // Blocks TERM, INT, HUP, QUIT, CHLD, CONT, TSTP, TTOU (so that the terminal can be handed
-    // back from the background) and PIPE, and opens a non-blocking signalfd for all but
-    // TTOU and PIPE.
+    // Blocks the forwarded signals, CHLD, CONT, TSTP, TTOU (so that the terminal can be
+    // handed back from the background) and PIPE, and opens a non-blocking signalfd for all
+    // but TTOU and PIPE.
     [[nodiscard]] static util::Expected<SignalEvents> open();
 
     SignalEvents(SignalEvents&&) = default;

@@ -1,5 +1,6 @@
 #pragma once
-// An owned file descriptor, closed on destruction.
+// An owned file descriptor, closed on destruction; and the standard descriptors kept
+// occupied, so that nothing redlock opens can become stdin, stdout or stderr.
 
 #include <unistd.h>
 #include <utility>
@@ -31,5 +32,15 @@ class UniqueFd {
   private:
     int m_fd = -1;
 };
+
+// Opens /dev/null on each of fds 0-2 that is closed (`redlock ... >&- 2>&-`). Without it the
+// first socket redlock opens would become stderr and its messages would go to a Redis
+// server. Call it first thing in main, before anything opens a descriptor. Returns false
+// when a closed one could not be filled (no /dev/null): there is then nowhere safe to write.
+[[nodiscard]] bool occupy_standard_fds();
+
+// Whether `fd` (0, 1 or 2) was closed when occupy_standard_fds() ran: output meant for it
+// now goes to /dev/null, which a command whose output matters must treat as a failure.
+[[nodiscard]] bool was_closed_at_start(int fd);
 
 } // namespace redlock::util

@@ -3,13 +3,29 @@
 #include <cmath>
 #include <cstdio>
 
+#include "util/text.hpp"
+
 namespace redlock::util {
 
 std::string json_quote(std::string_view text) {
     std::string out;
     out.reserve(text.size() + 2);
     out.push_back('"');
-    for (char c : text) {
+    for (size_t i = 0; i < text.size(); ++i) {
+        const char c = text[i];
+        if (static_cast<unsigned char>(c) >= 0x80) {
+            // JSON is UTF-8 (RFC 8259): one odd byte from a server or another client must
+            // not make the whole document unreadable. Each byte that is not part of valid
+            // UTF-8 becomes U+FFFD, as decoders do.
+            const size_t n = utf8_sequence_length(text, i);
+            if (n == 0) {
+                out += "\xEF\xBF\xBD";
+            } else {
+                out.append(text.substr(i, n));
+                i += n - 1;
+            }
+            continue;
+        }
         switch (c) {
         case '"':
             out += "\\\"";

@@ -1,6 +1,7 @@
 #pragma once
 // A minimal streaming JSON writer for --json output: one document, keys in the order
-// written, strings escaped per RFC 8259. No reader: redlock never parses JSON.
+// written, strings escaped per RFC 8259 and always valid UTF-8 (a byte that is not part of
+// valid UTF-8 is written as U+FFFD). No reader: redlock never parses JSON.
 
 #include <optional>
 #include <string>

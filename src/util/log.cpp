@@ -3,6 +3,8 @@
 #include <cerrno>
 #include <unistd.h>
 
+#include "util/text.hpp"
+
 namespace redlock::util::log {
 
 namespace {
@@ -19,7 +21,9 @@ Level level() {
 void write(std::string_view text) {
     std::string line;
     line.reserve(text.size() + 10);
-    line.append("redlock: ").append(text).push_back('\n');
+    // One message, one line: a server's error text or a holder's command quoted in it must
+    // not add lines of its own or drive the terminal.
+    line.append("redlock: ").append(printable(text)).push_back('\n');
     const char* p = line.data();
     size_t left = line.size();
     while (left > 0) {

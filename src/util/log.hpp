@@ -17,7 +17,9 @@ void set_level(Level level);
     return level() == Level::verbose;
 }
 
-void write(std::string_view text); // one line, prefixed, written with a single write(2)
+// One line, prefixed, written with a single write(2); control characters and bytes that
+// are not UTF-8 are escaped (util::printable), so a message is always exactly one line.
+void write(std::string_view text);
 
 template <typename... Args>
 void error(std::string_view fmt, const Args&... args) {

@@ -547,3 +547,57 @@ TEST_CASE("config.example.toml at the top of the repo loads as-is") {
     REQUIRE(config->servers.size() == 1);
     CHECK(config->servers[0].url.display() == "127.0.0.1:6379");
 }
+
+// toml++ 3.3.0 reaches an unreachable point (undefined behaviour) on these; the config
+// must refuse them itself, at the right place (marzer/tomlplusplus#190, #295).
+TEST_CASE("a non-ascii character outside a string or comment is an error at its position") {
+    CHECK(error_of("ttl = \"1s\" \xc3\xb2\n") ==
+          "config.toml:1:12: a non-ASCII character outside a string or comment");
+    CHECK(error_of("ttl = \"1s\"\xc3\xb2\n") ==
+          "config.toml:1:11: a non-ASCII character outside a string or comment");
+    CHECK(error_of("# f\xc3\xbcr\n\xc3\xb2 = 1\n") ==
+          "config.toml:2:1: a non-ASCII character outside a string or comment");
+    CHECK(error_of("[\xc3\xb2]\n") ==
+          "config.toml:1:2: a non-ASCII character outside a string or comment");
+    CHECK(error_of("wait = [1,\xe3\x80\x80]\n") ==
+          "config.toml:1:11: a non-ASCII character outside a string or comment");
+    CHECK(error_of("ttl = \"\\\"\" \xef\xbb\xbe\n") ==
+          "config.toml:1:12: a non-ASCII character outside a string or comment");
+}
+
+TEST_CASE("a non-ascii character right after a line-ending backslash is an error") {
+    CHECK(error_of("key_prefix = \"\"\"\\\n\xc2\xa7\"\"\"\n") ==
+          "config.toml:2:1: a non-ASCII character right after a line-ending backslash; "
+          "write it as \\uXXXX");
+    CHECK(error_of("key_prefix = \"\"\"a\\  \r\n   \n  \xc2\xa7\"\"\"\n") ==
+          "config.toml:3:3: a non-ASCII character right after a line-ending backslash; "
+          "write it as \\uXXXX");
+}
+
+TEST_CASE("invalid utf-8 in the config is an error at the first bad byte") {
+    CHECK(error_of("ttl = \"5s\"\n# caf\xc3\xa9 \xff\n") ==
+          "config.toml:2:8: invalid UTF-8 (byte 0xff)");
+    CHECK(error_of("ttl = \"\xc3\"\n") == "config.toml:1:8: invalid UTF-8 (byte 0xc3)");
+}
+
+TEST_CASE("non-ascii text inside strings and comments is still read") {
+    TempDir dir;
+    dir.write("p\xc3\xa4ss", "pw\n");
+    auto cfg = parsed("# Zugang f\xc3\xbcr alle \xe2\x82\xac\n[[servers]] # \xc3\xb2\n"
+                      "url = \"redis://127.0.0.1:1\"\npassword_file = \"p\xc3\xa4ss\"\n",
+                      dir.path() / "config.toml");
+    CHECK(cfg.servers.at(0).url.password == "pw");
+    const char* usernames[] = {
+        "username = \"j\xc3\xb3zef\" # \xc3\xb2\n",
+        "username = 'j\xc3\xb3zef'\n",
+        "username = \"\"\"\\\n   j\xc3\xb3zef\"\"\"\n",
+        "username = '''j\xc3\xb3zef'''\n",
+        "username = \"\\\"j\xc3\xb3zef\"\n",
+        "username = \"\"\"j\xc3\xb3zef\"\"\"\"\"\n",
+    };
+    for (const char* line : usernames) {
+        CAPTURE(line);
+        auto c = parsed(std::string("[[servers]]\nurl = \"redis://127.0.0.1:1\"\n") + line);
+        CHECK(c.servers.at(0).url.username.value_or("").find("j\xc3\xb3zef") != std::string::npos);
+    }
+}

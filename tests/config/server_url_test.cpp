@@ -1,3 +1,9 @@
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
 #include <doctest/doctest.h>
 
 #include "config/server_url.hpp"
@@ -211,4 +217,47 @@ TEST_CASE("find_url_password gives the byte range of the raw password") {
     CHECK_FALSE(find_url_password("redis://alice:@h"));
     CHECK_FALSE(find_url_password("redis://h:6379"));
     CHECK_FALSE(find_url_password("unix:/tmp/s"));
+}
+
+namespace {
+
+std::vector<std::string> identities(std::string_view url, bool resolve = false) {
+    auto parsed = redlock::config::parse_server_url(url);
+    REQUIRE(parsed);
+    return redlock::config::server_identities(*parsed, resolve);
+}
+
+} // namespace
+
+TEST_CASE("one address written two ways has one identity") {
+    using V = std::vector<std::string>;
+    CHECK(identities("redis://[::1]:7395") == V{"tcp:::1:7395"});
+    CHECK(identities("redis://[0:0:0:0:0:0:0:1]:7395") == V{"tcp:::1:7395"});
+    CHECK(identities("redis://[::FFFF:127.0.0.1]:7395") == V{"tcp:127.0.0.1:7395"});
+    CHECK(identities("redis://127.0.0.1") == V{"tcp:127.0.0.1:6379"});
+    CHECK(identities("redis://127.0.0.1:7396") != identities("redis://127.0.0.1:7395"));
+    // Without resolving, a name is only itself (lowercased).
+    CHECK(identities("redis://LocalHost:7395") == V{"tcp:localhost:7395"});
+}
+
+TEST_CASE("a host name is resolved to its addresses when asked") {
+    auto keys = identities("redis://localhost:7395", true);
+    CHECK(std::ranges::find(keys, "tcp:127.0.0.1:7395") != keys.end());
+    auto unknown = identities("redis://no-such-host.invalid:7395", true);
+    CHECK(unknown == std::vector<std::string>{"tcp:no-such-host.invalid:7395"});
+}
+
+TEST_CASE("a socket path is compared in canonical form") {
+    namespace fs = std::filesystem;
+    std::string pattern = (fs::temp_directory_path() / "redlock-url-test-XXXXXX").string();
+    REQUIRE(::mkdtemp(pattern.data()) != nullptr);
+    const fs::path dir = fs::canonical(pattern);
+    fs::create_directory(dir / "sub");
+    fs::create_directory_symlink(dir, dir / "link");
+    const auto expected = std::vector<std::string>{"unix:" + (dir / "r.sock").string()};
+    CHECK(identities("unix://" + (dir / "r.sock").string()) == expected);
+    CHECK(identities("unix://" + (dir / "sub/../r.sock").string()) == expected);
+    CHECK(identities("unix://" + (dir / "link/r.sock").string()) == expected);
+    CHECK(identities("unix://" + (dir / "./sub//../r.sock").string()) == expected);
+    fs::remove_all(dir);
 }

@@ -18,6 +18,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 import weakref
@@ -405,6 +406,70 @@ class RedisServer:
             return c.execute(*args)
 
 
+class FakeRedis:
+    """A hostile "Redis server" on loopback: it reads RESP commands and answers each with
+    reply(args), args being the command's words as bytes, the answer raw RESP bytes (None
+    closes the connection). Stopped by stop() (E2ETest.fake_redis registers it)."""
+
+    def __init__(self, reply):
+        self.reply = reply
+        self.listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(64)
+        self.port = self.listener.getsockname()[1]
+        self.commands = []  # every command received, in order
+        self._stopped = False
+        self._conns = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def url(self):
+        return f"redis://127.0.0.1:{self.port}"
+
+    def _accept(self):
+        while not self._stopped:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            self._conns.append(conn)
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn):
+        f = conn.makefile("rb")
+        try:
+            while True:
+                line = f.readline()
+                if not line:
+                    return
+                if line.startswith(b"*"):
+                    args = []
+                    for _ in range(int(line[1:])):
+                        n = int(f.readline()[1:])
+                        args.append(f.read(n + 2)[:n])
+                else:
+                    args = line.split()
+                self.commands.append(args)
+                answer = self.reply(args)
+                if answer is None:
+                    return
+                conn.sendall(answer)
+        except (OSError, ValueError):
+            return
+        finally:
+            f.close()
+            conn.close()
+
+    def stop(self):
+        self._stopped = True
+        self.listener.close()
+        for conn in self._conns:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
 # ---------------------------------------------------------------------------------------
 # redlock
 
@@ -498,12 +563,13 @@ class RedlockProcess:
 
 
 class Result:
-    def __init__(self, returncode, stdout, stderr, elapsed, args):
+    def __init__(self, returncode, stdout, stderr, elapsed, args, stdout_bytes=b""):
         self.returncode = returncode
         self.stdout = stdout
         self.stderr = stderr
         self.elapsed = elapsed
         self.args = args
+        self.stdout_bytes = stdout_bytes  # as written, before decoding
 
     def __repr__(self):
         return (f"Result(rc={self.returncode}, elapsed={self.elapsed:.2f}s, "
@@ -616,6 +682,12 @@ class E2ETest(unittest.TestCase):
         self.addCleanup(server.stop)
         return server
 
+    def fake_redis(self, reply):
+        """A FakeRedis answering with reply(args); stopped at cleanup."""
+        server = FakeRedis(reply)
+        self.addCleanup(server.stop)
+        return server
+
     def env(self, extra=None):
         return isolated_env(self.home, extra)
 
@@ -634,7 +706,7 @@ class E2ETest(unittest.TestCase):
                                  f"stderr: {e.stderr!r}") from None
         elapsed = time.monotonic() - start
         return Result(cp.returncode, cp.stdout.decode("utf-8", "replace"),
-                      cp.stderr.decode("utf-8", "replace"), elapsed, full)
+                      cp.stderr.decode("utf-8", "replace"), elapsed, full, cp.stdout)
 
     def assertCrowdLosesNoUpdate(self, global_args, n, wait):
         """n concurrent `run -w WAIT` of one read-increment-write job: the counter ends at

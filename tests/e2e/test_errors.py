@@ -158,6 +158,44 @@ class ErrorsTest(E2ETest):
         r = self.run_redlock(["-s", "redis://127.0.0.1:1"])
         self.assertStatus(r, 64)
 
+    def test_an_option_value_that_looks_like_an_option_is_a_usage_error(self):
+        # CLI11 takes the next word whatever it is: these used to lock "--" and "-t".
+        server = self.redis_server()
+        for run_args, named in ((["-k"], "-k"), (["-k", "-t", "5s"], "-k"),
+                                (["--key", "--ttl", "5s"], "--key"),
+                                (["-k", "x", "-t", "-w", "5s"], "-t")):
+            with self.subTest(run_args=run_args):
+                r = self.assertUsage(["-s", server.url()], *run_args)
+                self.assertIn(f"redlock: {named} needs a value", r.stderr)
+                self.assertEqual(server.command("KEYS", "*"), [])
+        # Attached, a value may start with a dash.
+        r, ran = self.run_lock(["-s", server.url()], "--key=-x")
+        self.assertStatus(r, 0)
+        self.assertTrue(ran)
+
+    def test_an_empty_config_file_name_is_a_usage_error(self):
+        r = self.assertUsage(["-c", "", "-s", "redis://127.0.0.1:1"], "-k", "x")
+        self.assertIn("--config", r.stderr)
+
+    def test_one_server_written_two_ways_is_refused(self):
+        sock = self.path("r.sock")
+        os.makedirs(self.path("sub"))
+        os.symlink(self.tmp, self.path("link"))
+        for a, b in (("redis://[::1]:7395", "redis://[0:0:0:0:0:0:0:1]:7395"),
+                     ("redis://localhost:7395", "redis://127.0.0.1:7395/2"),
+                     (f"unix://{self.tmp}/sub/../r.sock", f"unix://{sock}"),
+                     (f"unix://{self.tmp}/link/r.sock", f"unix://{sock}")):
+            with self.subTest(a=a, b=b):
+                r = self.assertUsage(["-s", a, "-s", b], "-k", "x")
+                self.assertIn("is listed more than once; Redlock needs independent servers",
+                              r.stderr)
+                config = self.config(f'[[servers]]\nurl = "{a}"\n[[servers]]\nurl = "{b}"\n')
+                r, ran = self.run_lock(["-c", config], "-k", "x")
+                # (Not assertFailure: this message names the file without line:col yet.)
+                self.assertStatus(r, 78)
+                self.assertFalse(ran)
+                self.assertIn(f"{config}: server ", r.stderr)
+
     def test_bad_server_urls_are_usage_errors(self):
         for url in ("http://127.0.0.1:1", "redis://127.0.0.1:99999", "redis://127.0.0.1:1/x",
                     "127.0.0.1:1"):
@@ -225,6 +263,26 @@ class ErrorsTest(E2ETest):
         self.assertIn(missing, r.stderr)
         r, ran = self.run_lock([], "-k", "x", env=self.env({"REDLOCK_CONFIG": missing}))
         self.assertFailure(r, ran, 78)
+
+    def test_a_config_that_is_not_a_regular_file_exits_78_at_once(self):
+        # open() on a FIFO blocks until a writer comes: a mistaken -c used to hang.
+        fifo = self.path("config.fifo")
+        os.mkfifo(fifo)
+        for path in (fifo, self.tmp, "/dev/zero"):
+            with self.subTest(path=path):
+                r, ran = self.run_lock(["-c", path], "-k", "x", timeout=10.0)
+                self.assertFailure(r, ran, 78)
+                self.assertIn(f"redlock: cannot read config '{path}': not a regular file",
+                              r.stderr)
+        # /dev/null is the empty config (the defaults), as for ssh -F /dev/null.
+        r = self.run_redlock(["-c", "/dev/null", "status", "x"], timeout=10.0)
+        self.assertStatus(r, 69)
+        self.assertIn("127.0.0.1:6379", r.stderr)
+        config = self.config(f'[[servers]]\nurl = "redis://127.0.0.1:1"\n'
+                             f'password_file = "{fifo}"\n')
+        r, ran = self.run_lock(["-c", config], "-k", "x", timeout=10.0)
+        self.assertFailure(r, ran, 78)
+        self.assertIn("not a regular file", r.stderr)
 
     # -- output discipline
 

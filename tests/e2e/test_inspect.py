@@ -12,9 +12,10 @@ import pwd
 import re
 import shlex
 import socket
+import subprocess
 import unittest
 
-from redlock_e2e import E2ETest, HOLDER_SCRIPT, wait_until
+from redlock_e2e import REDLOCK_BIN, SLACK, E2ETest, HOLDER_SCRIPT, wait_until
 
 TOKEN = re.compile(r"^[0-9a-f]{32}$")
 ISO_8601 = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:?\d\d)$")
@@ -472,6 +473,40 @@ class AcquireExtendReleaseTest(InspectTestBase):
     def pttl(self, key):
         return self.server.command("PTTL", key)
 
+    def test_acquire_whose_token_cannot_be_written_releases_and_exits_70(self):
+        # It used to exit 0 leaving a lock whose token nobody had, for its whole TTL.
+        cases = (("full", [REDLOCK_BIN], "/dev/full", "No space left on device"),
+                 ("closed", ["sh", "-c", 'exec "$0" "$@" >&-', REDLOCK_BIN], None,
+                  "Bad file descriptor"))
+        for name, command, target, cause in cases:
+            for json_flag in ([], ["--json"]):
+                with self.subTest(case=name, json=bool(json_flag)):
+                    out = open(target, "w") if target else None
+                    try:
+                        cp = subprocess.run(command + ["-s", self.url, "acquire", name, "-t", "1m",
+                                                       *json_flag],
+                                            stdout=out, stderr=subprocess.PIPE, env=self.env(),
+                                            cwd=self.tmp, timeout=30 * SLACK)
+                    finally:
+                        if out:
+                            out.close()
+                    stderr = cp.stderr.decode()
+                    self.assertEqual(cp.returncode, 70, stderr)
+                    self.assertIn(f"redlock: write error on standard output: {cause}\n", stderr)
+                    self.assertIn(f"redlock: released '{name}' again: its token could not be "
+                                  "written\n", stderr)
+                    self.assertKeyGone(self.server, f"lock:{name}")
+
+    def test_inspection_output_that_cannot_be_written_exits_70(self):
+        self.server.command("SET", "lock:x", "tok", "PX", "60000")
+        for args in (["status", "x"], ["list"], ["status", "--json", "x"]):
+            with self.subTest(args=args):
+                with open("/dev/full", "w") as out:
+                    cp = subprocess.run([REDLOCK_BIN, "-s", self.url, *args], stdout=out,
+                                        stderr=subprocess.PIPE, env=self.env(), timeout=30 * SLACK)
+                self.assertEqual(cp.returncode, 70)
+                self.assertIn(b"write error on standard output", cp.stderr)
+
     def acquire(self, name, *args, key_option=False):
         r = self.redlock([self.url], "acquire", *(["-k", name] if key_option else [name]),
                          *args)
@@ -597,6 +632,153 @@ class AcquireExtendReleaseTest(InspectTestBase):
                 self.assertStatus(r, 69)
                 self.assertIn(name, r.stderr)
                 self.assertMessages(r.stderr)
+
+
+class HostileBytesTest(InspectTestBase):
+    """What other clients and servers write is shown, never obeyed: JSON stays valid UTF-8
+    (a byte that is not UTF-8 becomes U+FFFD) and text output escapes control characters
+    (\\n, \\x1b) and bytes that are not UTF-8 (\\xff), so nothing forges a line or drives
+    the terminal."""
+
+    COMMAND = b"sleep 1 \xff\xfe \x1b[2J\n  token     forged-token"
+
+    def setUp(self):
+        super().setUp()
+        self.server = self.redis_server()
+        self.url = self.server.url()
+        # A foreign lock whose value is not UTF-8, and a lock whose metadata is hostile.
+        self.server.command("SET", "lock:odd", b"\xff\x01tok", "PX", "60000")
+        self.server.command("SET", "lock:meta", "t0ken", "PX", "60000")
+        self.server.command("HSET", "{lock:meta}:meta", "token", "t0ken", "host", b"h\x1bost",
+                            "pid", "7", "user", b"u\xc3", "command", self.COMMAND,
+                            "acquired_at", "2026-12-02T14:28:16.411Z", "ttl_ms", "60000")
+
+    def strict_json(self, result):
+        try:
+            return json.loads(result.stdout_bytes.decode("utf-8", "strict"))
+        except ValueError as e:
+            self.fail(f"stdout is not valid UTF-8 JSON ({e}): {result.stdout_bytes!r}")
+
+    def assertTerminalSafe(self, result):
+        out = result.stdout_bytes
+        self.assertNotIn(b"\x1b", out)
+        self.assertNotIn(b"\xff", out)
+        out.decode("utf-8", "strict")
+        for line in out.decode().splitlines():
+            self.assertFalse(line.lstrip().startswith("token     forged"), out)
+
+    def test_json_output_is_valid_utf8(self):
+        r = self.redlock([self.url], "status", "--json", "odd", "meta")
+        self.assertStatus(r, 0)
+        odd, meta = self.strict_json(r)["locks"]
+        self.assertEqual(odd["token"], "\ufffd\x01tok")
+        self.assertEqual(meta["holder"]["command"],
+                         "sleep 1 \ufffd\ufffd \x1b[2J\n  token     forged-token")
+        self.assertEqual(meta["holder"]["user"], "u\ufffd")
+        r = self.redlock([self.url], "list", "--json")
+        self.assertStatus(r, 0)
+        self.assertEqual(len(self.strict_json(r)["locks"]), 2)
+
+    def test_text_output_escapes_control_characters_and_bad_bytes(self):
+        r = self.redlock([self.url], "status", "odd", "meta")
+        self.assertStatus(r, 0)
+        self.assertTerminalSafe(r)
+        self.assertIn("  token     \\xff\\x01tok\n", r.stdout)
+        self.assertIn("  command   sleep 1 \\xff\\xfe \\x1b[2J\\n  token     forged-token\n",
+                      r.stdout)
+        self.assertIn("held by u\\xc3@h\\x1bost (pid 7)", r.stdout)
+        self.assertEqual([l for l in r.stdout.splitlines() if l.startswith("  token ")],
+                         ["  token     \\xff\\x01tok", "  token     t0ken"])
+        r = self.redlock([self.url], "list")
+        self.assertStatus(r, 0)
+        self.assertTerminalSafe(r)
+        self.assertEqual(len(r.stdout.splitlines()), 3, r.stdout)
+
+    def test_forced_release_shows_the_holder_escaped(self):
+        r = self.redlock([self.url], "release", "meta", "--force", "--yes")
+        self.assertStatus(r, 0)
+        self.assertTerminalSafe(r)
+        self.assertEqual(len(r.stdout.splitlines()), 1, r.stdout)
+        self.assertKeyGone(self.server, "lock:meta")
+
+    def test_a_garbage_acquired_at_is_shown_as_it_is_without_an_age(self):
+        # Year 9999 used to overflow system_clock's nanoseconds ("held 74230d", UBSan).
+        # Not a time, a time in the future (no age either), garbage.
+        for when in ("9999-99-99T99:99:99.999Z", "9999-12-31T23:59:59.999Z", "yesterday"):
+            with self.subTest(acquired_at=when):
+                self.server.command("HSET", "{lock:meta}:meta", "acquired_at", when)
+                r = self.redlock([self.url], "status", "meta")
+                self.assertStatus(r, 0)
+                self.assertIn(f"  since     {when}\n", r.stdout)
+                r = self.redlock([self.url], "list")
+                self.assertStatus(r, 0)
+                self.assertRegex(r.stdout, r"\nmeta +\S+ +\S+ +- ")
+                r = self.redlock([self.url], "status", "--json", "meta")
+                self.assertEqual(self.strict_json(r)["locks"][0]["holder"]["acquired_at"], when)
+
+    def test_a_hostile_server_error_keeps_doctor_json_valid_and_stderr_one_line(self):
+        fake = self.fake_redis(lambda args: b"-ERR \xff\xfe \x1b[31mboom\nforged line\r\n")
+        for args in (["doctor", "--json"], ["doctor"], ["status", "x"], ["status", "--json", "x"]):
+            with self.subTest(args=args):
+                r = self.redlock([fake.url()], *args)
+                self.assertIn(r.returncode, (1, 69), r)
+                self.assertNotIn(b"\x1b", r.stdout_bytes)
+                self.assertMessages(r.stderr)
+                self.assertNotIn("\x1b", r.stderr)
+                if "--json" in args:
+                    self.strict_json(r)
+                else:
+                    self.assertTerminalSafe(r)
+
+
+class BadServersTest(InspectTestBase):
+    """Servers and keys that are not what a lock expects."""
+
+    def test_a_lock_key_of_the_wrong_type_is_reported_and_can_be_forced_away(self):
+        server = self.redis_server()
+        url = server.url()
+        server.command("HSET", "lock:hashed", "field", "value")
+        r = self.redlock([url], "status", "hashed")
+        self.assertStatus(r, 0)
+        self.assertEqual(r.stdout, "hashed: not a redlock lock (wrong type), no expiry\n")
+        lock = self.status_json([url], "hashed")
+        self.assertEqual((lock["state"], lock["wrong_type"], lock["token"], lock["holder"]),
+                         ("held", True, None, None))
+        self.assertEqual(lock["servers"][0]["state"], "wrong_type")
+        self.assertIsNone(lock["servers"][0]["error"])
+        r = self.redlock([url], "list")
+        self.assertStatus(r, 0)
+        self.assertRegex(r.stdout, r"\nhashed +- +\(wrong type\) ")
+        # With another server down, it is one server's view, not an outage.
+        dead, _ = self.dead_server_url()
+        r = self.redlock([url, dead], "status", "hashed")
+        self.assertStatus(r, 0)
+        self.assertIn("not a redlock lock (wrong type)", r.stdout)
+
+        r = self.redlock([url], "release", "hashed", "--force", "--yes")
+        self.assertStatus(r, 0)
+        self.assertEqual(r.stdout, "released 'hashed' on 1 of 1 server: held by a key that is "
+                                   "not a redlock lock (wrong type)\n")
+        self.assertEqual(server.command("EXISTS", "lock:hashed"), 0)
+        # A string under the key again is a lock like any other.
+        server.command("SET", "lock:hashed", "tok", "PX", "60000")
+        self.assertEqual(self.status_json([url], "hashed")["wrong_type"], False)
+
+    def test_list_gives_up_on_a_scan_cursor_that_is_not_a_number(self):
+        def reply(args):
+            if args and args[0].upper() == b"SCAN":
+                return b"*2\r\n$3\r\nabc\r\n*1\r\n$8\r\nlock:odd\r\n"
+            return b"-ERR unknown command\r\n"
+
+        fake = self.fake_redis(reply)
+        for args in (["list"], ["list", "--json"]):
+            with self.subTest(args=args):
+                before = len(fake.commands)
+                r = self.redlock([fake.url()], *args, timeout=10.0)
+                self.assertStatus(r, 69)
+                self.assertIn("unexpected reply to SCAN (cursor", r.stderr)
+                scans = [c for c in fake.commands[before:] if c[0].upper() == b"SCAN"]
+                self.assertEqual(len(scans), 1)
 
 
 if __name__ == "__main__":

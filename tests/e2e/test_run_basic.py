@@ -3,9 +3,10 @@
 import os
 import re
 import stat
+import subprocess
 import unittest
 
-from redlock_e2e import E2ETest, wait_until
+from redlock_e2e import REDLOCK_BIN, SLACK, E2ETest, wait_until
 
 
 class RunBasicTest(E2ETest):
@@ -53,6 +54,24 @@ class RunBasicTest(E2ETest):
         self.assertStatus(r, 0)
         self.assertEqual(r.stdout, "to-stdout\n")
         self.assertEqual(r.stderr, "to-stderr\n")
+
+    def test_closed_standard_descriptors_are_filled_with_dev_null(self):
+        # With stdout and stderr closed, the first socket redlock opened used to become
+        # fd 2, and its -v messages went to the Redis server as commands.
+        seen = self.path("fds")
+        # The words are expanded before the redirection, so they see PROGRAM's own fds.
+        program = ["sh", "-c", 'printf "%s\\n" "$(readlink /proc/$$/fd/0)" '
+                   '"$(readlink /proc/$$/fd/1)" "$(readlink /proc/$$/fd/2)" > "$1"', "sh", seen]
+        shell = ["sh", "-c", 'exec "$0" "$@" <&- >&- 2>&-', REDLOCK_BIN]
+        cp = subprocess.run(shell + ["-v", "-s", self.url, "run", "-k", "closed", "--", *program],
+                            env=self.env(), cwd=self.tmp, timeout=30 * SLACK)
+        self.assertEqual(cp.returncode, 0)
+        with open(seen) as f:
+            self.assertEqual(f.read(), "/dev/null\n" * 3)
+        self.assertKeyGone(self.server, "lock:closed")
+        errors = [line for line in self.server.command("INFO", "errorstats").splitlines()
+                  if line.startswith("errorstat_")]
+        self.assertEqual(errors, [], "redlock wrote something else than commands to the server")
 
     def test_program_is_run_without_a_shell_and_found_on_path(self):
         args = ["a b", "$HOME", "*", ";", "`id`", "'q'", '"dq"', "-n", "--", "-k"]

@@ -20,6 +20,18 @@ while :; do sleep 0.05; done
 '''
 
 
+def signal_blocked(pid, sig):
+    """True when process `pid` blocks signal `sig` (SigBlk in /proc/PID/status)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("SigBlk:"):
+                    return bool(int(line.split()[1], 16) & (1 << (sig - 1)))
+    except FileNotFoundError:
+        pass
+    return False
+
+
 class SignalsTest(E2ETest):
     def setUp(self):
         super().setUp()
@@ -31,7 +43,9 @@ class SignalsTest(E2ETest):
                                    "sh", "-c", script, "sh", *script_args])
 
     def test_a_signal_to_redlock_reaches_program_and_its_status_is_returned(self):
-        for sig in ("TERM", "INT", "HUP", "QUIT"):
+        # USR1, USR2 and ALRM used to kill redlock by their default action, leaving PROGRAM
+        # to the watchdog's SIGKILL and the lock to its TTL.
+        for sig in ("TERM", "INT", "HUP", "QUIT", "USR1", "USR2", "ALRM"):
             with self.subTest(signal=sig):
                 trapped, pid_file = self.path(f"trapped-{sig}"), self.path(f"pid-{sig}")
                 proc = self.start("sig", TRAP_SCRIPT, trapped, pid_file, sig)
@@ -112,6 +126,22 @@ class SignalsTest(E2ETest):
         proc.send_signal(signal.SIGTERM)
         self.assertEqual(proc.wait(30.0), 128 + signal.SIGTERM, proc.stderr)
         self.assertKeyGone(self.server, "lock:stopped")
+
+    def test_a_forwarded_signal_while_waiting_ends_redlock_with_128_plus_n(self):
+        holder = self.holder(["-k", "waited"], global_args=["-s", self.url]).wait_ready()
+        marker = self.path("ran")
+        for sig in (signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM):
+            with self.subTest(signal=sig.name):
+                waiter = self.start_redlock(["-s", self.url, "run", "-k", "waited", "--",
+                                             "touch", marker])
+                # Blocked means it reads signals from its signalfd: it is past start-up.
+                wait_until(lambda: signal_blocked(waiter.pid, sig), timeout=10.0,
+                           message=f"redlock to block {sig.name}", proc=waiter)
+                waiter.send_signal(sig)
+                self.assertEqual(waiter.wait(30.0), 128 + sig, waiter.stderr)
+                self.assertFalse(os.path.exists(marker))
+                self.assertEqual(self.server.command("GET", "lock:waited"), holder.token)
+        self.assertEqual(holder.release(), 0)
 
     def test_a_closed_stderr_does_not_kill_redlock_while_it_holds_the_lock(self):
         # redlock -v ... 2>&1 | true: writes to stderr fail with EPIPE; no SIGPIPE death

@@ -10,6 +10,7 @@ using redlock::lock::k_acquire_single_script;
 using redlock::lock::k_fence_script;
 using redlock::lock::k_inspect_script;
 using redlock::lock::k_release_script;
+using redlock::lock::k_remove_wrong_type_script;
 using redlock::lock::k_renew_script;
 using redlock::lock::Script;
 using redlock::test::RedisServer;
@@ -28,6 +29,7 @@ TEST_CASE("each script's sha1 constant is the one the server computes for its so
     CHECK(load(server, k_renew_script) == k_renew_script.sha1);
     CHECK(load(server, k_release_script) == k_release_script.sha1);
     CHECK(load(server, k_inspect_script) == k_inspect_script.sha1);
+    CHECK(load(server, k_remove_wrong_type_script) == k_remove_wrong_type_script.sha1);
 }
 
 TEST_CASE("the inspect script reports a free lock as nil, -2 and no metadata") {

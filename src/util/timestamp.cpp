@@ -1,0 +1,75 @@
+#include "util/timestamp.hpp"
+
+namespace redlock::util {
+
+namespace {
+
+// Reads exactly `digits` decimal digits at text[pos], advancing pos.
+std::optional<int> take_number(std::string_view text, size_t& pos, size_t digits) {
+    if (text.size() - pos < digits)
+        return std::nullopt;
+    int value = 0;
+    for (size_t i = 0; i < digits; ++i) {
+        const char c = text[pos + i];
+        if (c < '0' || c > '9')
+            return std::nullopt;
+        value = value * 10 + (c - '0');
+    }
+    pos += digits;
+    return value;
+}
+
+bool take_char(std::string_view text, size_t& pos, char expected) {
+    if (pos >= text.size() || text[pos] != expected)
+        return false;
+    ++pos;
+    return true;
+}
+
+} // namespace
+
+std::optional<UtcMillis> parse_utc_timestamp(std::string_view text) {
+    using namespace std::chrono;
+    size_t pos = 0;
+    const auto year = take_number(text, pos, 4);
+    if (!year || !take_char(text, pos, '-'))
+        return std::nullopt;
+    const auto month = take_number(text, pos, 2);
+    if (!month || !take_char(text, pos, '-'))
+        return std::nullopt;
+    const auto day = take_number(text, pos, 2);
+    if (!day || !take_char(text, pos, 'T'))
+        return std::nullopt;
+    const auto hour = take_number(text, pos, 2);
+    if (!hour || !take_char(text, pos, ':'))
+        return std::nullopt;
+    const auto minute = take_number(text, pos, 2);
+    if (!minute || !take_char(text, pos, ':'))
+        return std::nullopt;
+    const auto second = take_number(text, pos, 2);
+    if (!second)
+        return std::nullopt;
+    int millis = 0;
+    if (take_char(text, pos, '.')) {
+        size_t digits = 0;
+        for (; pos < text.size() && text[pos] >= '0' && text[pos] <= '9'; ++pos, ++digits)
+            if (digits < 3)
+                millis = millis * 10 + (text[pos] - '0');
+        if (digits == 0 || digits > 9)
+            return std::nullopt;
+        for (; digits < 3; ++digits)
+            millis *= 10;
+    }
+    if (!take_char(text, pos, 'Z') || pos != text.size())
+        return std::nullopt;
+
+    const year_month_day date{std::chrono::year{*year},
+                              std::chrono::month{static_cast<unsigned>(*month)},
+                              std::chrono::day{static_cast<unsigned>(*day)}};
+    if (!date.ok() || *hour > 23 || *minute > 59 || *second > 60)
+        return std::nullopt;
+    return UtcMillis{sys_days{date}} + hours{*hour} + minutes{*minute} + seconds{*second} +
+           milliseconds{millis};
+}
+
+} // namespace redlock::util

@@ -1,0 +1,19 @@
+#pragma once
+// ISO 8601 UTC timestamps as redlock writes them in holder metadata
+// ("2026-12-02T14:16:33.620Z"), read back without trusting them: the text may come from
+// another client or be garbage.
+
+#include <chrono>
+#include <optional>
+#include <string_view>
+
+namespace redlock::util {
+
+using UtcMillis = std::chrono::sys_time<std::chrono::milliseconds>;
+
+// "YYYY-MM-DDTHH:MM:SS[.fraction]Z" with a date that exists, hours 0-23, minutes 0-59 and
+// seconds 0-60 (a leap second); the fraction has 1-9 digits, of which milliseconds are
+// kept. nullopt for anything else. Never overflows: years are 0000-9999.
+[[nodiscard]] std::optional<UtcMillis> parse_utc_timestamp(std::string_view text);
+
+} // namespace redlock::util
