@@ -69,6 +69,16 @@ void note_failed_cleanup(const lock::Lock& lock, std::string_view name) {
 
 } // namespace
 
+void note_release(std::string_view name, const std::vector<lock::ServerResult>& results) {
+    log::verbose("released '{}': {}", name, lock::describe_round(results));
+    std::string missed;
+    for (const auto& r : results)
+        if (r.vote == lock::ServerResult::Vote::failed && !r.abandoned)
+            missed += (missed.empty() ? "" : ", ") + r.server + " (" + r.detail + ")";
+    if (!missed.empty() && !log::verbose_enabled())
+        log::note("could not release '{}' on {}; it expires there by its ttl", name, missed);
+}
+
 int report(const util::Error& error) {
     log::error("{}", error.message);
     return util::exit_status(error.kind);

@@ -18,6 +18,11 @@ namespace redlock::cli {
 // Prints "redlock: message" and returns the error kind's exit status.
 int report(const util::Error& error);
 
+// -v shows every release; a release that did not reach a server is worth a note without
+// -v: the next holder there must wait for the TTL. Servers left behind once a majority
+// answered are not: their release was sent, or is being finished in the background.
+void note_release(std::string_view name, const std::vector<lock::ServerResult>& results);
+
 enum class AcquireOutcome { acquired, conflict, interrupted };
 
 struct Acquisition {

@@ -161,9 +161,9 @@ void print_view(std::string& out, const lock::LockView& view) {
                                     ttl_text(s.ttl_ms));
             else if (!s.token)
                 out += util::format("    {:<22} free\n", s.server);
-            else
+            else // "other token" only when there is a lock token for it to differ from
                 out += util::format("    {:<22} {} {}\n", s.server,
-                                    s.token == view.token ? "held" : "other token",
+                                    !view.token || s.token == view.token ? "held" : "other token",
                                     ttl_text(s.ttl_ms));
         }
     }

@@ -49,13 +49,21 @@ std::vector<std::string> parent_command() {
     return words;
 }
 
-// A refused extend or release is an outage (69) only when too few servers can be reached.
-// Its round is decided as soon as a majority for our token is out of reach, cutting off
-// servers still on their way, so it cannot tell by itself: read the lock on every server.
-bool majority_reachable(const config::Config& config, const std::string& name) {
-    auto conns = redis::connect_all(config.servers);
-    auto view = lock::inspect(conns, config.key_prefix, name);
-    return view.reachable >= view.servers.size() / 2 + 1;
+// Counts of one extend or release round, every server waited for (see Lock::extend and
+// Lock::release): an outage (69) is only too few servers answering, never a refusal.
+struct RoundCounts {
+    size_t yes = 0, answered = 0, total = 0;
+    [[nodiscard]] size_t majority() const { return total / 2 + 1; }
+};
+
+RoundCounts count_round(const std::vector<lock::ServerResult>& results) {
+    RoundCounts c;
+    c.total = results.size();
+    for (const auto& r : results) {
+        c.yes += r.vote == Vote::yes;
+        c.answered += r.vote == Vote::yes || r.vote == Vote::no;
+    }
+    return c;
 }
 
 // Asks on the terminal; anything but y/yes declines.
@@ -118,9 +126,9 @@ int acquire_command(const AcquireOptions& options, const config::Config& config)
         // The variables `run` gives PROGRAM; names and hex tokens need no quoting, but the
         // quotes keep that true whatever a name may hold one day.
         out = util::format("REDLOCK_KEY='{}'; export REDLOCK_KEY\n"
-                                  "REDLOCK_TOKEN='{}'; export REDLOCK_TOKEN\n"
-                                  "REDLOCK_FENCE='{}'; export REDLOCK_FENCE\n",
-                                  options.name, token, lock.fence());
+                           "REDLOCK_TOKEN='{}'; export REDLOCK_TOKEN\n"
+                           "REDLOCK_FENCE='{}'; export REDLOCK_FENCE\n",
+                           options.name, token, lock.fence());
     } else {
         // The token alone on its line, as 0.1 printed it: `tok=$(redlock acquire NAME)`.
         out = token + "\n";
@@ -142,18 +150,16 @@ int extend_command(const ExtendOptions& options, const config::Config& config) {
                   options.name);
         return util::exit_code::conflict;
     default: {
-        auto error = lock::quorum_error(lock.last_round());
-        // Some servers answered but not a majority for us: that is "not ours", not an outage.
-        size_t answered = 0;
-        for (const auto& s : lock.last_round())
-            answered += s.vote == Vote::yes || s.vote == Vote::no;
-        if (answered >= lock.server_count() / 2 + 1 || majority_reachable(config, options.name)) {
+        auto c = count_round(lock.last_round());
+        if (c.answered >= c.majority()) {
             log::note("lock '{}' is not held with that token on a majority of servers",
                       options.name);
             return util::exit_code::conflict;
         }
-        return report(util::Error{
-            error.kind, util::format("cannot extend '{}': {}", options.name, error.message)});
+        auto error = lock::quorum_error(lock.last_round());
+        return report(
+            util::Error{error.kind, util::format("cannot extend '{}': {}; extended on {} of {}",
+                                                 options.name, error.message, c.yes, c.total)});
     }
     }
 }
@@ -162,16 +168,14 @@ int release_command(const ReleaseOptions& options, const config::Config& config)
     if (!options.force) {
         auto lock = make_lock(config, options.name, options.token, config.ttl);
         auto results = lock.release();
-        size_t yes = 0, answered = 0;
-        for (const auto& r : results) {
-            yes += r.vote == Vote::yes;
-            answered += r.vote == Vote::yes || r.vote == Vote::no;
-        }
-        log::verbose("release '{}': {}", options.name, lock::describe_round(results));
-        if (yes > 0)
+        auto c = count_round(results);
+        // Deleted wherever our token was found is success: elsewhere the key expires by its
+        // ttl, a retry would reach those servers no sooner, and 69 would say the opposite.
+        if (c.yes > 0) {
+            note_release(options.name, results);
             return 0;
-        if (answered >= results.size() / 2 + 1 || answered == results.size() ||
-            majority_reachable(config, options.name)) {
+        }
+        if (c.answered >= c.majority() || c.answered == c.total) {
             log::note("lock '{}' is not held with that token (already released or expired)",
                       options.name);
             return util::exit_code::conflict;

@@ -288,18 +288,6 @@ class Supervisor {
     bool m_leftover_killed = false;
 };
 
-// -v shows every release; a release that did not reach a server is worth a note without
-// -v: the next holder there must wait for the TTL.
-void log_release(const std::string& name, const std::vector<lock::ServerResult>& results) {
-    log::verbose("released '{}': {}", name, lock::describe_round(results));
-    std::string missed;
-    for (const auto& r : results)
-        if (r.vote == lock::ServerResult::Vote::failed && !r.abandoned)
-            missed += (missed.empty() ? "" : ", ") + r.server + " (" + r.detail + ")";
-    if (!missed.empty() && !log::verbose_enabled())
-        log::note("could not release '{}' on {}; it expires there by its ttl", name, missed);
-}
-
 } // namespace
 
 int run_command(const RunOptions& options, const config::Config& config) {
@@ -323,7 +311,7 @@ int run_command(const RunOptions& options, const config::Config& config) {
     auto watchdog = process::Watchdog::start(schedule.term_at(lock.validity_end()),
                                              schedule.kill_at(lock.validity_end()));
     if (!watchdog) {
-        log_release(options.name, lock.release());
+        note_release(options.name, lock.release());
         return report(util::Error{watchdog.error().kind,
                                   util::format("cannot start the watchdog: {}; PROGRAM not started",
                                                watchdog.error().message)});
@@ -337,7 +325,7 @@ int run_command(const RunOptions& options, const config::Config& config) {
     auto child = process::Child::spawn(spawn);
     if (!child) {
         watchdog->disarm();
-        log_release(options.name, lock.release());
+        note_release(options.name, lock.release());
         return report(child.error());
     }
     child->ignore_descendant(watchdog->pid());
@@ -345,7 +333,7 @@ int run_command(const RunOptions& options, const config::Config& config) {
 
     Supervisor supervisor(lock, *child, *signals, *watchdog, options.name);
     int status = supervisor.run();
-    log_release(options.name, lock.release());
+    note_release(options.name, lock.release());
     return status;
 }
 

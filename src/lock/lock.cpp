@@ -40,6 +40,7 @@ ServerResult classify(const redis::Connection& conn) {
         r.detail = outcome->failure->detail;
         r.auth_failure = outcome->failure->kind == redis::FailureKind::auth;
         r.abandoned = outcome->failure->kind == redis::FailureKind::abandoned;
+        r.written = outcome->written;
         return r;
     }
     const redisReply& reply = *outcome->reply;
@@ -90,13 +91,16 @@ Lock::Lock(const std::vector<config::ServerConfig>& servers, std::string key, st
     m_renew_fallback = script_call(k_renew_script, false, m_key, m_meta_key, m_fence_key, args);
 }
 
-void Lock::send_all(const std::string& command, const std::string& fallback,
-                    Clock::time_point now) {
+void Lock::send_all(const std::string& command, const std::string& fallback, Clock::time_point now,
+                    const std::vector<bool>& only) {
     // A connection about to be (re)made may reach a server that has never seen our scripts
     // (first contact, or restarted empty). Its request goes as EVAL at once: an EVALSHA
     // there needs a NOSCRIPT round trip, and a straggler abandoned once the round is decided
     // would never send the fallback, so a release (or renewal) would silently not run.
-    for (auto& c : m_conns) {
+    for (size_t i = 0; i < m_conns.size(); ++i) {
+        auto& c = m_conns[i];
+        if (!only.empty() && !only[i])
+            continue;
         if (c.fd() < 0 && !fallback.empty())
             c.start(fallback, {}, now);
         else
@@ -185,14 +189,18 @@ util::Expected<AcquireResult> Lock::acquire(int interrupt_fd) {
     }
     result.elapsed = Clock::now() - sent;
 
-    // Not acquired. Servers that said "held" cannot have our token; every other one might
-    // (a yes, or a SET that landed after we stopped listening), so release there.
+    // Not acquired. Servers that said "held" cannot have our token, nor can those the
+    // request never reached (still connecting: a host slow to accept); every other one
+    // might (a yes, or a SET that landed after we stopped listening), so release there.
+    std::vector<bool> to_release;
     bool any_to_release = false;
-    for (const auto& r : result.servers)
-        any_to_release |= r.vote != Vote::no;
+    for (const auto& r : result.servers) {
+        to_release.push_back(r.vote != Vote::no && r.written);
+        any_to_release |= to_release.back();
+    }
     m_last_cleanup.clear();
     if (any_to_release)
-        m_last_cleanup = release();
+        m_last_cleanup = release(ReleaseWait::majority, to_release);
     if (waited == redis::WaitResult::interrupted) {
         result.status = AcquireStatus::interrupted;
         return result;
@@ -294,8 +302,12 @@ RenewStatus Lock::extend(Millis ttl) {
     auto sent = Clock::now();
     send_all(script_call(k_renew_script, true, m_key, m_meta_key, m_fence_key, args),
              script_call(k_renew_script, false, m_key, m_meta_key, m_fence_key, args), sent);
-    (void)redis::wait(m_conns,
-                      [&] { return judge_renewal(sent, Clock::now()) != RenewStatus::pending; });
+    // Until renewed or refused; a failure waits for every server, so that last_round()
+    // says where the token was extended and where it could not be reached.
+    (void)redis::wait(m_conns, [&] {
+        auto status = judge_renewal(sent, Clock::now());
+        return status == RenewStatus::renewed || status == RenewStatus::not_ours;
+    });
     auto status = judge_renewal(sent, Clock::now());
     m_last_round = collect();
     if (status == RenewStatus::renewed)
@@ -303,27 +315,25 @@ RenewStatus Lock::extend(Millis ttl) {
     return status == RenewStatus::pending ? RenewStatus::failed : status;
 }
 
-std::vector<ServerResult> Lock::release() {
+std::vector<ServerResult> Lock::release(ReleaseWait until, const std::vector<bool>& only) {
     std::vector<std::string> args{m_token};
     // Always EVAL: stragglers are abandoned without waiting for their reply, so the request
     // must work without a NOSCRIPT fallback even on a server whose connection survived a
     // restart unnoticed.
     send_all(script_call(k_release_script, false, m_key, m_meta_key, m_fence_key, args), {},
-             Clock::now());
-    // Once a majority answered, stragglers are not waited on, but only after the request was
-    // written to each of them: a connection still being (re)connected would otherwise be
-    // abandoned before the release ever left, and our key would stay there for its whole
-    // TTL. A frozen server still completes the connection (the kernel does), so this costs
-    // nothing there; a silent host is bounded by its connect timeout.
-    auto unsent = [this] {
-        for (const auto& c : m_conns)
-            if (c.busy() && (c.poll_events() & POLLOUT))
-                return true;
-        return false;
-    };
+             Clock::now(), only);
+    // Done once a majority answered: a frozen server is not waited on (the key there
+    // expires by its TTL; the request, written, runs when it thaws), and a server still
+    // being connected to gets its release from a detached process instead of costing us
+    // its connect timeout. Without a majority every server is waited for, so that what we
+    // report (deleted here, not ours there) is what really happened; the cleanup of a
+    // failed attempt reports nothing and stops once a majority cannot answer.
     (void)redis::wait(m_conns, [&] {
         Tally t = tally();
-        return (t.yes + t.no >= t.majority() || t.lost()) && !unsent();
+        if (t.yes + t.no < t.majority() && (until == ReleaseWait::every_answer || !t.lost()))
+            return false;
+        redis::finish_unsent_in_background(m_conns);
+        return true;
     });
     auto results = collect();
     for (auto& r : results)

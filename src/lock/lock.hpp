@@ -59,6 +59,7 @@ struct ServerResult {
     std::string detail; // "ok", "held", "timed out", "Connection refused", ...
     bool auth_failure = false;
     bool abandoned = false; // not waited for once the round was decided (request was sent)
+    bool written = true;    // false: failed before the request left, so it did not run
     Clock::duration latency{};
 };
 
@@ -117,8 +118,14 @@ class Lock {
     [[nodiscard]] RenewStatus extend(Millis ttl);
 
     // Compare-and-delete on every server; does not wait on stragglers once a majority has
-    // answered (the key there expires by its TTL). Returns per-server results.
-    std::vector<ServerResult> release();
+    // answered (the key there expires by its TTL; a request not yet written is finished in
+    // the background). Without a majority, waits for `until`. Returns per-server results.
+    enum class ReleaseWait {
+        every_answer, // every server answers or fails: the results say what happened
+        majority,     // also stop once a majority cannot answer (cleanup of an attempt)
+    };
+    std::vector<ServerResult> release(ReleaseWait until = ReleaseWait::every_answer,
+                                      const std::vector<bool>& only = {});
 
   private:
     // Round 2 over several servers: writes `fence` where round 1 said yes (`yes_servers`)
@@ -127,7 +134,9 @@ class Lock {
                                    int interrupt_fd, std::vector<ServerResult>& results);
     Tally tally() const;
     std::vector<ServerResult> collect() const;
-    void send_all(const std::string& command, const std::string& fallback, Clock::time_point now);
+    // To every server, or to those that are true in `only` (when not empty).
+    void send_all(const std::string& command, const std::string& fallback, Clock::time_point now,
+                  const std::vector<bool>& only = {});
     RenewStatus judge_renewal(Clock::time_point sent, Clock::time_point now) const;
 
     std::vector<redis::Connection> m_conns;

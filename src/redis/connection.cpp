@@ -298,8 +298,9 @@ void Connection::abandon(Clock::time_point now) {
 }
 
 void Connection::fail(FailureKind kind, std::string detail, Clock::time_point now) {
-    drop();
     Outcome outcome;
+    outcome.written = m_fd && !m_connecting && m_out_offset >= m_out.size();
+    drop();
     outcome.latency = now - m_started;
     outcome.failure = Failure{kind, std::move(detail)};
     finish(std::move(outcome));

@@ -44,6 +44,9 @@ struct Outcome {
     ReplyPtr reply;
     std::optional<Failure> failure;
     Clock::duration latency{};
+    // The request left in full (a failure after that may still have run it on the
+    // server); false when it failed while connecting or writing.
+    bool written = true;
 };
 
 class Connection {

@@ -37,6 +37,13 @@ WaitResult wait(std::span<Connection> conns, const std::function<bool()>& decide
 
 namespace redlock::redis {
 
+// Requests not yet written, on connections still connecting to a server slow to accept (a
+// full backlog, a host dropping packets), are finished by a detached process, so that the
+// caller need not sit on the connect timeout and the request is still not given up. The
+// caller's copies of those connections are abandoned. Used for releases, whose outcome on a
+// straggler the caller no longer waits for. Returns how many requests were handed over.
+size_t finish_unsent_in_background(std::span<Connection> conns);
+
 // Sends `command` to every connection at once and waits until each has answered, failed
 // or timed out. Outcomes are read from each connection afterwards.
 void request_all(std::span<Connection> conns, const std::string& command,
