@@ -178,10 +178,11 @@ util::Expected<std::chrono::milliseconds> ttl_or_default(const std::optional<std
     if (!ttl)
         return std::unexpected(ttl.error());
     auto value = ttl->value_or(fallback);
-    if (value < std::chrono::milliseconds(10))
-        return util::fail(
-            util::ErrorKind::usage,
-            util::format("ttl {} is too short; use at least 10ms", util::format_duration(value)));
+    if (value < config::k_min_ttl)
+        return util::fail(util::ErrorKind::usage,
+                          util::format("ttl {} is too short; use at least {}",
+                                       util::format_duration(value),
+                                       util::format_duration(config::k_min_ttl)));
     return value;
 }
 

@@ -92,6 +92,7 @@ util::Expected<Acquisition> acquire_waiting(lock::Lock& lock, std::string_view n
     if (wait)
         give_up = started + *wait;
     size_t attempts = 0;
+    size_t too_slow = 0; // in a row
     for (;;) {
         ++attempts;
         auto attempt = lock.acquire(signals.fd());
@@ -115,7 +116,22 @@ util::Expected<Acquisition> acquire_waiting(lock::Lock& lock, std::string_view n
             continue;
         }
         auto now = Clock::now();
-        if (give_up && now >= *give_up) {
+        too_slow = attempt->status == lock::AcquireStatus::too_slow ? too_slow + 1 : 0;
+        // Once may be a hiccup (a server forking for a snapshot); three times in a row the
+        // servers are simply too far away for this TTL, and waiting longer will not help.
+        if (too_slow >= 3 || (too_slow > 0 && give_up && now >= *give_up)) {
+            auto took = std::chrono::ceil<Millis>(attempt->elapsed);
+            return util::fail(
+                util::ErrorKind::unavailable,
+                util::format("cannot lock '{}': the servers said yes, but the round trip took "
+                             "{} of the {} ttl, leaving no validity; use a ttl of at least {}",
+                             name, util::format_duration(took), util::format_duration(lock.ttl()),
+                             util::format_duration(std::max(took * 10, Millis(100)))));
+        }
+        if (too_slow > 0) {
+            log::verbose("acquiring '{}' took {:.1f}ms, longer than the lease allows; retrying",
+                         name, std::chrono::duration<double, std::milli>(attempt->elapsed).count());
+        } else if (give_up && now >= *give_up) {
             if (wait->count() == 0)
                 log::note("lock '{}' is held by another owner", name);
             else
@@ -123,7 +139,7 @@ util::Expected<Acquisition> acquire_waiting(lock::Lock& lock, std::string_view n
                           util::format_duration(*wait));
             return Acquisition{AcquireOutcome::conflict, 0};
         }
-        if (attempts == 1)
+        if (attempts == 1 && too_slow == 0)
             log::verbose("lock '{}' is held by another owner; waiting ({})", name,
                          lock::describe_round(attempt->servers));
         // Jittered so that waiters started by the same cron minute do not retry in step.

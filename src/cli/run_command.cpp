@@ -68,11 +68,7 @@ class Supervisor {
             // First, before PROGRAM's end is taken as it is: redlock may have been stopped
             // or starved past the lease, and PROGRAM killed by the watchdog meanwhile.
             if (!m_lost && now >= term_at())
-                lose(now,
-                     m_renewal_failing || m_lock.renewal_in_flight()
-                         ? "renewals failed until the lease ran out"
-                         : "redlock was stopped or starved until the lease ran out",
-                     false);
+                lose(now, ran_out_why(), false);
             if (m_program_status && !m_children_remain)
                 break;
             act_on_deadlines(now);
@@ -105,9 +101,27 @@ class Supervisor {
     Clock::time_point term_at() const { return m_schedule.term_at(m_lock.validity_end()); }
 
     // The next renewal: every ttl/3, but always well before the TERM deadline, even when a
-    // slow acquisition or round trip ate into the lease.
+    // slow acquisition ate into the lease, and at least two round trips before it: a
+    // renewal's validity counts from when it was sent, so sending early costs nothing, and
+    // with round trips near the TTL renewals simply follow each other.
     void schedule_renewal(Clock::time_point now) {
-        m_next_renewal = std::min(now + m_renew_interval, term_at() - m_renew_interval / 2);
+        auto lead = std::max<Clock::duration>(m_renew_interval / 2, 2 * m_lock.round_trip());
+        m_next_renewal = std::min(now + m_renew_interval, term_at() - lead);
+    }
+
+    // Why the lease ran out with no failed renewal: which of redlock and the network was
+    // too slow.
+    std::string ran_out_why() const {
+        if (m_renewal_failing)
+            return "renewals failed until the lease ran out";
+        if (m_lock.renewal_in_flight())
+            return util::format(
+                "a renewal was still unanswered when the lease ran out (the "
+                "last round trip took {}); the servers are too slow for a ttl "
+                "of {}",
+                util::format_duration(std::chrono::ceil<Millis>(m_lock.round_trip())),
+                util::format_duration(m_lock.ttl()));
+        return "redlock was stopped or starved until the lease ran out";
     }
 
     // The loop itself failed (poll: out of memory): nothing can be supervised any more, so
@@ -152,10 +166,8 @@ class Supervisor {
 
     void act_on_deadlines(Clock::time_point now) {
         if (!m_lost) {
-            if (m_lock.renewal_in_flight() && now >= m_lock.validity_end())
-                m_lock.abandon_renewal(now);
             if (now >= term_at()) {
-                lose(now, "renewals failed until the lease ran out", false);
+                lose(now, ran_out_why(), false);
             } else if (!m_lock.renewal_in_flight() && now >= m_next_renewal) {
                 m_lock.start_renewal(now);
                 check_renewal(now); // a connect failure may decide it at once
@@ -304,6 +316,14 @@ int run_command(const RunOptions& options, const config::Config& config) {
     if (auto status = unless_acquired(acquired, options.conflict_exit_code))
         return *status;
 
+    // A renewal must be answered well inside the lease; past a quarter of the TTL one slow
+    // round trip more loses it. Said once, at the start, not when it is too late.
+    if (lock.round_trip() > options.ttl / 4)
+        log::note("acquiring '{}' took {} of its {} ttl; renewals may not keep up, use a ttl "
+                  "of at least {}",
+                  options.name, util::format_duration(std::chrono::ceil<Millis>(lock.round_trip())),
+                  util::format_duration(options.ttl),
+                  util::format_duration(std::chrono::ceil<Millis>(lock.round_trip()) * 10));
     process::become_subreaper();
     // The watchdog first, with the lease's deadlines: from PROGRAM's first instant on, a
     // stopped redlock cannot leave it running past the lease.

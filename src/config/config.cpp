@@ -27,7 +27,6 @@ namespace {
 using util::ErrorKind;
 
 constexpr std::string_view k_default_server = "redis://127.0.0.1:6379";
-constexpr Millis k_min_ttl{10};
 // A password file is a few bytes; the cap stops a mistaken path to a large file from
 // being read whole.
 constexpr size_t k_max_password_file = size_t{64} * 1024;

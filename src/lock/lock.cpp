@@ -165,7 +165,7 @@ util::Expected<AcquireResult> Lock::acquire(int interrupt_fd) {
         if (s.vote == Vote::no)
             s.detail = "held";
     Tally t = tally();
-    bool won = waited == redis::WaitResult::decided && t.won() && Clock::now() < valid_until;
+    bool won = waited == redis::WaitResult::decided && t.won();
     if (won) {
         // The fence: the largest "counter + 1" among the yes replies received (one server:
         // the fence its script already wrote).
@@ -177,16 +177,19 @@ util::Expected<AcquireResult> Lock::acquire(int interrupt_fd) {
                 fence = std::max(fence, m_conns[i].outcome()->reply->integer);
             }
         if (m_conns.size() > 1)
-            won = write_fence(yes_servers, fence, interrupt_fd, result.servers) &&
-                  Clock::now() < valid_until;
-        if (won) {
-            result.elapsed = Clock::now() - sent;
+            won = write_fence(yes_servers, fence, interrupt_fd, result.servers);
+        result.elapsed = Clock::now() - sent;
+        if (won && Clock::now() < valid_until) {
             result.status = AcquireStatus::acquired;
             result.fence = m_fence = fence;
             result.validity_end = m_validity_end = valid_until;
+            m_round_trip = result.elapsed;
             return result;
         }
     }
+    // A majority said yes (and confirmed the fence) too late: the lock is free for others,
+    // not held, and no retry will be faster than these round trips.
+    const bool too_slow = won;
     result.elapsed = Clock::now() - sent;
 
     // Not acquired. Servers that said "held" cannot have our token, nor can those the
@@ -210,6 +213,10 @@ util::Expected<AcquireResult> Lock::acquire(int interrupt_fd) {
     size_t answered = 0;
     for (const auto& r : result.servers)
         answered += r.vote == Vote::yes || r.vote == Vote::no;
+    if (too_slow) {
+        result.status = AcquireStatus::too_slow;
+        return result;
+    }
     if (answered < t.majority())
         return std::unexpected(quorum_error(result.servers));
     result.status = AcquireStatus::held;
@@ -282,8 +289,10 @@ RenewStatus Lock::poll_renewal(Clock::time_point now) {
     for (auto& c : m_conns)
         c.abandon(now);
     m_renewing = false;
-    if (status == RenewStatus::renewed)
+    if (status == RenewStatus::renewed) {
         m_validity_end = lock::validity_end(m_renew_sent, m_ttl);
+        m_round_trip = now - m_renew_sent;
+    }
     return status;
 }
 
@@ -310,8 +319,10 @@ RenewStatus Lock::extend(Millis ttl) {
     });
     auto status = judge_renewal(sent, Clock::now());
     m_last_round = collect();
-    if (status == RenewStatus::renewed)
+    if (status == RenewStatus::renewed) {
         m_validity_end = lock::validity_end(sent, ttl);
+        m_round_trip = Clock::now() - sent;
+    }
     return status == RenewStatus::pending ? RenewStatus::failed : status;
 }
 

@@ -63,7 +63,12 @@ struct ServerResult {
     Clock::duration latency{};
 };
 
-enum class AcquireStatus { acquired, held, interrupted };
+enum class AcquireStatus {
+    acquired,
+    held,
+    interrupted,
+    too_slow, // a majority said yes, but the round trips used up the whole validity
+};
 
 struct AcquireResult {
     AcquireStatus status = AcquireStatus::held;
@@ -106,6 +111,9 @@ class Lock {
     // Gives up on the round in flight (the lease ran out while it was pending).
     void abandon_renewal(Clock::time_point now);
     [[nodiscard]] Clock::time_point validity_end() const { return m_validity_end; }
+    // How long the last successful acquisition or renewal took, send to decision: what a
+    // renewal must be started ahead of the lease's end by.
+    [[nodiscard]] Clock::duration round_trip() const { return m_round_trip; }
     [[nodiscard]] std::span<redis::Connection> connections() { return m_conns; }
     [[nodiscard]] const std::vector<ServerResult>& last_round() const { return m_last_round; }
     // The release that cleaned up after the last failed acquire() (empty if none was
@@ -150,6 +158,7 @@ class Lock {
     bool m_renewing = false;
     Clock::time_point m_renew_sent{};
     Clock::time_point m_validity_end{};
+    Clock::duration m_round_trip{};
     std::vector<ServerResult> m_last_round;
     std::vector<ServerResult> m_last_cleanup;
     std::string m_renew_command;

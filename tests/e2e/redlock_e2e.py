@@ -11,6 +11,7 @@ deadlines are generous (a loaded 2-core machine running sanitizer builds must pa
 import atexit
 import ctypes
 import os
+import queue
 import re
 import shutil
 import signal
@@ -470,6 +471,81 @@ class FakeRedis:
                 pass
 
 
+class DelayProxy:
+    """A TCP proxy on loopback that holds every chunk for `delay` seconds in each
+    direction, so a round trip through it takes 2 * delay more. `delay` may be changed
+    while connections are open (it applies to chunks read from then on)."""
+
+    def __init__(self, target, delay):
+        self.target = target
+        self.delay = delay
+        self.listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(64)
+        self.port = self.listener.getsockname()[1]
+        self._stopped = False
+        self._socks = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def url(self):
+        return f"redis://127.0.0.1:{self.port}"
+
+    def _accept(self):
+        while not self._stopped:
+            try:
+                client, _ = self.listener.accept()
+                upstream = socket.create_connection(self.target)
+            except OSError:
+                return
+            for sock in (client, upstream):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self._socks += [client, upstream]
+            self._pipe(client, upstream)
+            self._pipe(upstream, client)
+
+    def _pipe(self, src, dst):
+        chunks = queue.Queue()
+
+        def read():
+            while True:
+                try:
+                    data = src.recv(65536)
+                except OSError:
+                    data = b""
+                chunks.put((time.monotonic() + self.delay, data))
+                if not data:
+                    return
+
+        def write():
+            while True:
+                due, data = chunks.get()
+                time.sleep(max(0.0, due - time.monotonic()))
+                if not data:
+                    try:
+                        dst.shutdown(socket.SHUT_WR)
+                    except OSError:
+                        pass
+                    return
+                try:
+                    dst.sendall(data)
+                except OSError:
+                    return
+
+        threading.Thread(target=read, daemon=True).start()
+        threading.Thread(target=write, daemon=True).start()
+
+    def stop(self):
+        self._stopped = True
+        self.listener.close()
+        for sock in self._socks:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            sock.close()
+
+
 # ---------------------------------------------------------------------------------------
 # redlock
 
@@ -681,6 +757,12 @@ class E2ETest(unittest.TestCase):
         server = RedisServer(**options)
         self.addCleanup(server.stop)
         return server
+
+    def delay_proxy(self, server, delay):
+        """A DelayProxy in front of SERVER (a RedisServer); stopped at cleanup."""
+        proxy = DelayProxy(server.address, delay)
+        self.addCleanup(proxy.stop)
+        return proxy
 
     def fake_redis(self, reply):
         """A FakeRedis answering with reply(args); stopped at cleanup."""
