@@ -288,8 +288,7 @@ TEST_CASE("a bad duration in the config is a config error naming the key") {
 
 TEST_CASE("a ttl below 10ms or a zero timeout is refused") {
     CHECK(error_of("ttl = 0") == "config.toml:1:7: 'ttl' must be at least 100ms, not 0s");
-    CHECK(error_of("ttl = \"99ms\"") ==
-          "config.toml:1:7: 'ttl' must be at least 100ms, not 99ms");
+    CHECK(error_of("ttl = \"99ms\"") == "config.toml:1:7: 'ttl' must be at least 100ms, not 99ms");
     CHECK(parsed("ttl = \"100ms\"").ttl == Millis{100});
     CHECK(error_of("connect_timeout = 0") ==
           "config.toml:1:19: 'connect_timeout' must be at least 1ms, not 0s");
