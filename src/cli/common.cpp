@@ -1,15 +1,18 @@
 #include "cli/common.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <poll.h>
 #include <set>
 #include <unistd.h>
 
 #include "lock/name.hpp"
+#include "redis/subscription.hpp"
 #include "util/clock.hpp"
 #include "util/duration.hpp"
 #include "util/fd.hpp"
@@ -39,20 +42,53 @@ int first_forwarded(process::SignalEvents& signals) {
     return found;
 }
 
-// Sleeps until `until` unless a forwarded signal arrives; returns that signal or 0.
-int sleep_interruptibly(process::SignalEvents& signals, Clock::time_point until) {
+// Sleeps until `until`, a release notice (`notices`, if any) or a forwarded signal;
+// returns that signal, else 0.
+int sleep_interruptibly(process::SignalEvents& signals, Clock::time_point until,
+                        redis::Subscription* notices = nullptr) {
+    std::vector<pollfd> fds;
     for (;;) {
         auto now = Clock::now();
         if (now >= until)
             return 0;
-        pollfd p{signals.fd(), POLLIN, 0};
-        int rc = ::poll(&p, 1, util::poll_timeout_ms(now, until));
+        fds.assign(1, pollfd{signals.fd(), POLLIN, 0});
+        if (notices)
+            notices->add_pollfds(fds);
+        int rc = ::poll(fds.data(), fds.size(), util::poll_timeout_ms(now, until));
         if (rc < 0 && errno != EINTR)
             return 0;
-        if (rc > 0)
+        if (rc > 0 && fds[0].revents)
             if (int sig = first_forwarded(signals))
                 return sig;
+        if (rc > 0 && notices && notices->on_events(std::span<const pollfd>(fds).subspan(1)))
+            return 0;
     }
+}
+
+// How long until the holder's key has expired on enough servers for a majority to be
+// free, were it to stop renewing now: what a waiter sleeps at most when no release notice
+// comes. nullopt when that cannot happen by expiry alone (a key with no TTL, servers that
+// did not answer).
+std::optional<Millis> until_expiry(const std::vector<lock::ServerResult>& servers) {
+    const size_t majority = servers.size() / 2 + 1;
+    size_t free = 0;
+    std::vector<long long> held;
+    for (const auto& s : servers) {
+        if (s.vote == lock::ServerResult::Vote::yes) // released again by the failed attempt
+            ++free;
+        else if (s.vote == lock::ServerResult::Vote::no)
+            held.push_back(s.held_pttl == -1 ? std::numeric_limits<long long>::max()
+                                             : std::max(s.held_pttl, 0LL));
+    }
+    if (free >= majority)
+        return Millis(0);
+    size_t need = majority - free;
+    if (need > held.size())
+        return std::nullopt;
+    std::ranges::sort(held);
+    if (held[need - 1] == std::numeric_limits<long long>::max())
+        return std::nullopt;
+    return Millis(held[need - 1]);
 }
 
 // A failed attempt is released everywhere; where the server refused that release (an
@@ -84,6 +120,17 @@ int report(const util::Error& error) {
     return util::exit_status(error.kind);
 }
 
+namespace {
+
+std::vector<config::ServerConfig> servers_of(lock::Lock& lock) {
+    std::vector<config::ServerConfig> servers;
+    for (const auto& c : lock.connections())
+        servers.push_back(c.server());
+    return servers;
+}
+
+} // namespace
+
 util::Expected<Acquisition> acquire_waiting(lock::Lock& lock, std::string_view name,
                                             std::optional<Millis> wait,
                                             process::SignalEvents& signals) {
@@ -92,7 +139,8 @@ util::Expected<Acquisition> acquire_waiting(lock::Lock& lock, std::string_view n
     if (wait)
         give_up = started + *wait;
     size_t attempts = 0;
-    size_t too_slow = 0; // in a row
+    size_t too_slow = 0;                        // in a row
+    std::optional<redis::Subscription> notices; // release notices, once the lock was held
     for (;;) {
         ++attempts;
         auto attempt = lock.acquire(signals.fd());
@@ -142,11 +190,32 @@ util::Expected<Acquisition> acquire_waiting(lock::Lock& lock, std::string_view n
         if (attempts == 1 && too_slow == 0)
             log::verbose("lock '{}' is held by another owner; waiting ({})", name,
                          lock::describe_round(attempt->servers));
-        // Jittered so that waiters started by the same cron minute do not retry in step.
-        auto until = now + util::random_between(20ms, 200ms);
+        // Woken by the release: subscribed before the next attempt, so that a release
+        // after it cannot pass unnoticed, and one before it is seen by the attempt. So
+        // the first time, and whenever a subscription was lost, look again at once.
+        if (too_slow == 0 && (!notices || notices->lost())) {
+            if (!notices)
+                notices.emplace(servers_of(lock), lock::release_channel(lock.key()));
+            notices->subscribe();
+            if (notices->live() == 0)
+                log::verbose("cannot subscribe to releases of '{}'; retrying now and then", name);
+            continue;
+        }
+        if (notices && notices->incomplete())
+            notices->subscribe(); // a server down or frozen before: it may be back
+        // Without a notice, until the holder's lease could have run out (a holder that
+        // died sends none), jittered so that the waiters do not all come back at once. With
+        // no subscription at all, a short jittered retry, as waiters without pub/sub must.
+        Clock::time_point until;
+        auto expiry = until_expiry(attempt->servers);
+        if (too_slow > 0 || !notices || notices->live() == 0)
+            until = now + util::random_between(20ms, 200ms);
+        else
+            until =
+                now + std::min<Millis>(expiry.value_or(1s), 1h) + util::random_between(1ms, 20ms);
         if (give_up)
             until = std::min(until, *give_up);
-        if (int sig = sleep_interruptibly(signals, until))
+        if (int sig = sleep_interruptibly(signals, until, notices ? &*notices : nullptr))
             return Acquisition{AcquireOutcome::interrupted, sig};
     }
 }

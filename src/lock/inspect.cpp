@@ -17,15 +17,14 @@ namespace {
 
 std::string script_command(const Script& script, bool by_sha, std::string_view key,
                            std::string_view meta_key, std::string_view fence_key,
-                           std::string_view arg = {}) {
+                           std::initializer_list<std::string_view> args = {}) {
     std::vector<std::string_view> argv{by_sha ? "EVALSHA" : "EVAL",
                                        by_sha ? script.sha1 : script.source,
                                        "3",
                                        key,
                                        meta_key,
                                        fence_key};
-    if (!arg.empty())
-        argv.push_back(arg);
+    argv.insert(argv.end(), args);
     return redis::encode_command(argv);
 }
 
@@ -266,16 +265,19 @@ size_t force_release(std::span<redis::Connection> conns, const LockView& view) {
     for (size_t i = 0; i < conns.size() && i < view.servers.size(); ++i) {
         const auto& token = view.servers[i].token;
         if (view.servers[i].wrong_type) {
-            const std::array<std::string_view, 4> argv{"EVAL", k_remove_wrong_type_script.source, "1",
-                                                       view.key};
+            const std::array<std::string_view, 4> argv{"EVAL", k_remove_wrong_type_script.source,
+                                                       "1", view.key};
             conns[i].start(redis::encode_command(argv), {}, now);
             continue;
         }
         if (!token)
             continue;
-        conns[i].start(
-            script_command(k_release_script, true, view.key, meta_key, fence_key, *token),
-            script_command(k_release_script, false, view.key, meta_key, fence_key, *token), now);
+        const auto channel = release_channel(view.key); // wake the waiters
+        conns[i].start(script_command(k_release_script, true, view.key, meta_key, fence_key,
+                                      {*token, channel}),
+                       script_command(k_release_script, false, view.key, meta_key, fence_key,
+                                      {*token, channel}),
+                       now);
     }
     (void)redis::wait(conns, [] { return false; });
     size_t deleted = 0;

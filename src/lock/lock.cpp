@@ -2,6 +2,7 @@
 
 #include <poll.h>
 
+#include "lock/name.hpp"
 #include "lock/scripts.hpp"
 #include "redis/fanout.hpp"
 #include "util/format.hpp"
@@ -50,10 +51,13 @@ ServerResult classify(const redis::Connection& conn) {
         r.auth_failure = redis::is_auth_error(reply);
         if (r.auth_failure && !conn.server().url.password)
             r.detail = "the server requires a password and none was given (" + r.detail + ")";
-    } else if (reply.type == REDIS_REPLY_INTEGER && reply.integer >= 0) {
-        // 1 (or, from the acquire scripts, a fence) is yes; 0 is no.
+    } else if (reply.type == REDIS_REPLY_INTEGER) {
+        // 1 (or, from the acquire scripts, a fence) is yes; 0 is no, and so is an acquire
+        // script's "held", which carries the holder's PTTL.
         r.vote = reply.integer >= 1 ? Vote::yes : Vote::no;
         r.detail = reply.integer >= 1 ? "ok" : "not ours";
+        if (reply.integer < 0)
+            r.held_pttl = held_pttl(reply.integer);
     } else {
         r.vote = Vote::failed;
         r.detail = "unexpected reply " + redis::describe(reply);
@@ -165,6 +169,9 @@ util::Expected<AcquireResult> Lock::acquire(int interrupt_fd) {
         if (s.vote == Vote::no)
             s.detail = "held";
     Tally t = tally();
+    // Round 1's answers decide between "held" and an outage: a fence round lost to a
+    // competitor (whose round 2 raised a counter first) abandons servers that did answer.
+    const size_t answered_round1 = t.yes + t.no;
     bool won = waited == redis::WaitResult::decided && t.won();
     if (won) {
         // The fence: the largest "counter + 1" among the yes replies received (one server:
@@ -208,11 +215,11 @@ util::Expected<AcquireResult> Lock::acquire(int interrupt_fd) {
         result.status = AcquireStatus::interrupted;
         return result;
     }
-    // Judged on what each server finally said (round 2 included): too few answers is an
-    // outage, not a lock held by someone else.
-    size_t answered = 0;
+    // Too few answers is an outage, not a lock held by someone else: round 1's answers,
+    // less the servers that then failed in round 2 (not those merely not waited for).
+    size_t answered = answered_round1;
     for (const auto& r : result.servers)
-        answered += r.vote == Vote::yes || r.vote == Vote::no;
+        answered -= r.failed_in_round2;
     if (too_slow) {
         result.status = AcquireStatus::too_slow;
         return result;
@@ -254,6 +261,7 @@ bool Lock::write_fence(const std::vector<size_t>& yes_servers, long long fence, 
         if (r.vote != Vote::yes) {
             // The round-1 yes no longer counts: the acquisition is judged on round 2.
             results[i].vote = r.vote == Vote::none ? Vote::failed : r.vote;
+            results[i].failed_in_round2 = r.vote == Vote::failed && !r.abandoned;
             results[i].detail = r.vote == Vote::no ? "lost before the fence was written"
                                                    : "fence not written: " + r.detail;
         }
@@ -327,7 +335,7 @@ RenewStatus Lock::extend(Millis ttl) {
 }
 
 std::vector<ServerResult> Lock::release(ReleaseWait until, const std::vector<bool>& only) {
-    std::vector<std::string> args{m_token};
+    std::vector<std::string> args{m_token, release_channel(m_key)};
     // Always EVAL: stragglers are abandoned without waiting for their reply, so the request
     // must work without a NOSCRIPT fallback even on a server whose connection survived a
     // restart unnoticed.

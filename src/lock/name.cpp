@@ -48,4 +48,8 @@ std::string companion_key(std::string_view prefix, std::string_view name, std::s
     return util::format("{{{}{}}}:{}", prefix, name, suffix);
 }
 
+std::string release_channel(std::string_view lock_key) {
+    return companion_key(lock_key, "", "released");
+}
+
 } // namespace redlock::lock

@@ -21,4 +21,8 @@ inline constexpr size_t k_max_name_length = 200;
 [[nodiscard]] std::string companion_key(std::string_view prefix, std::string_view name,
                                         std::string_view suffix);
 
+// The pub/sub channel a release announces itself on, {<lock key>}:released: in the lock
+// key's hash slot, so that it stays legal where PUBLISH becomes SPUBLISH (sharded pub/sub).
+[[nodiscard]] std::string release_channel(std::string_view lock_key);
+
 } // namespace redlock::lock

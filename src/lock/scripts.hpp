@@ -17,8 +17,14 @@ struct Script {
 // Round 1 of an acquisition over several servers. The fence counter is checked first
 // (a counter that is not a number is an error, never read as 0), then SET NX PX; on
 // success the metadata hash (ARGV[3..] field/value pairs) is replaced with the same TTL.
-// Returns 0 when held by another owner, else this server's counter + 1: the fence this
-// server alone would give. The client takes the largest over a majority (lock/lock.hpp).
+// Returns this server's counter + 1, the fence this server alone would give (the client
+// takes the largest over a majority, lock/lock.hpp); when held by another owner,
+// -2 - PTTL (-1: held with no expiry), which a waiter sleeps by (k_held_reply).
+// An acquire script's "held" reply, -2 - PTTL: the lock's remaining ms (-1: no expiry).
+[[nodiscard]] constexpr long long held_pttl(long long reply) {
+    return -2 - reply;
+}
+
 inline constexpr Script k_acquire_script{
     R"lua(local fence = redis.call("get", KEYS[3])
 fence = fence and tonumber(fence)
@@ -31,11 +37,12 @@ if redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
   end
   return (fence or 0) + 1
 end
-return 0)lua",
-    "449ac218a0f12968ae08e83d2b7f78885344069f"};
+return -2 - redis.call("pttl", KEYS[1]))lua",
+    "6cbd38bbf2edada1e0ec251531ddd41919c3ebc5"};
 
 // The whole acquisition on a single server: as k_acquire_script, and on success the
 // counter is incremented and the new fence, returned, is also recorded in the metadata.
+// Held: -2 - PTTL, as k_acquire_script.
 inline constexpr Script k_acquire_single_script{
     R"lua(local fence = redis.call("get", KEYS[3])
 if fence and tonumber(fence) == nil then return redis.error_reply("ERR fence counter " .. KEYS[3] .. " is not a number") end
@@ -48,8 +55,8 @@ if redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
   end
   return fence
 end
-return 0)lua",
-    "9285ddb4dab694ab2fdff06b85c1b1cc294b28c3"};
+return -2 - redis.call("pttl", KEYS[1]))lua",
+    "5db4c73687196c055e9511226fa3a61f46dbec59"};
 
 // Round 2 over several servers (ARGV[1] token, ARGV[2] fence): while this server still
 // holds our token, raise its counter to the fence, never lowering it, and record the fence
@@ -78,14 +85,19 @@ end
 return 0)lua",
     "741595b782258b56b7bd6e1bbb589972fcf8b497"};
 
-// Compare-and-delete of the lock and its metadata. Returns 1 when deleted, 0 when not ours.
+// Compare-and-delete of the lock and its metadata (ARGV[1] token). Then, if ARGV[2] names
+// the release channel ({<key>}:released, in the key's hash slot), a notice there wakes the
+// waiters. pcall: an ACL that allows no channels must not cost the release itself.
+// Returns 1 when deleted, 0 when not ours.
 inline constexpr Script k_release_script{
     R"lua(if redis.call("get", KEYS[1]) == ARGV[1] then
   redis.call("del", KEYS[2])
-  return redis.call("del", KEYS[1])
+  local deleted = redis.call("del", KEYS[1])
+  if ARGV[2] then redis.pcall("publish", ARGV[2], "released") end
+  return deleted
 end
 return 0)lua",
-    "72d6c24aa0ab33a1105cc8c6eac7eb286d7537a3"};
+    "728abbd05b5e6d98c3b697ea40963b6291e0e17a"};
 
 // The token, remaining TTL (ms), metadata and fence counter of a lock; {nil, -2, {}, fence}
 // when free (the counter outlives the lock: it has no TTL).

@@ -297,6 +297,14 @@ void Connection::abandon(Clock::time_point now) {
         fail(FailureKind::abandoned, "not waited for (the round was decided without it)", now);
 }
 
+util::UniqueFd Connection::detach() {
+    if (m_busy)
+        return {};
+    util::UniqueFd fd = std::move(m_fd);
+    drop();
+    return fd;
+}
+
 void Connection::fail(FailureKind kind, std::string detail, Clock::time_point now) {
     Outcome outcome;
     outcome.written = m_fd && !m_connecting && m_out_offset >= m_out.size();

@@ -76,6 +76,10 @@ class Connection {
     // already written, still runs on the server) and the outcome becomes a timeout.
     void abandon(Clock::time_point now);
 
+    // Hands the socket over once idle, AUTH and SELECT done (a subscription, whose pushes
+    // the new owner reads); the next request here connects afresh. Empty if not connected.
+    [[nodiscard]] util::UniqueFd detach();
+
   private:
     void connect_next_address(Clock::time_point now);
     bool resolve();

@@ -6,11 +6,24 @@ attempt left its key behind.
 """
 
 import json
+import os
 import unittest
 
 from redlock_e2e import E2ETest
 
 USER, PASSWORD = "locker", "pw-locker-1"
+README = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "README.md")
+
+
+def documented_acl_rules():
+    """The rules of the README's `redis-cli ACL SETUSER locker ...` command (without the
+    user name and the password, which the test server adds)."""
+    with open(README) as f:
+        text = f.read()
+    start = text.index("redis-cli ACL SETUSER locker")
+    command = text[start:text.index("```", start)].replace("\\\n", " ")
+    words = [w.strip("'") for w in command.split()[4:]]
+    return [w for w in words if w != ">PASSWORD"]
 
 
 class AclTest(E2ETest):
@@ -51,6 +64,33 @@ class AclTest(E2ETest):
         self.assertStatus(r, 77)
         self.assertIn("expires by its ttl", r.stderr)
         self.assertMessages(r.stderr, min_lines=2)
+
+    def test_the_readme_least_privilege_user_can_do_everything(self):
+        rules = documented_acl_rules()
+        server, url = self.server_for(" ".join(rules))
+        args = ["-s", url]
+        # run, and a waiter woken by the release (channel and PUBLISH/SUBSCRIBE allowed).
+        holder = self.start_redlock(args + ["run", "-k", "x", "--", "sleep", "0.8"])
+        self.wait_for_key(server, "lock:x", holder)
+        r = self.run_redlock(["-v"] + args + ["run", "-k", "x", "-w", "20s", "--", "true"])
+        self.assertStatus(r, 0)
+        self.assertRegex(r.stderr, r"after [123] attempts?")
+        self.assertEqual(holder.wait(30), 0)
+        # acquire, extend, release; status, list; release --force; doctor.
+        r = self.run_redlock(args + ["acquire", "-t", "1m", "y"])
+        self.assertStatus(r, 0)
+        token = r.stdout.strip()
+        self.assertStatus(self.run_redlock(args + ["extend", "y", "--token", token]), 0)
+        self.assertStatus(self.run_redlock(args + ["status", "y"]), 0)
+        self.assertStatus(self.run_redlock(args + ["list"]), 0)
+        self.assertStatus(self.run_redlock(args + ["release", "y", "--token", token]), 0)
+        self.assertStatus(self.run_redlock(args + ["acquire", "z"]), 0)
+        self.assertStatus(self.run_redlock(args + ["release", "z", "--force", "--yes"]), 0)
+        r = self.run_redlock(args + ["doctor"])
+        self.assertNotIn("NOPERM", r.stdout + r.stderr)
+        self.assertNotIn("cannot read", r.stdout + r.stderr)
+        for key in ("lock:x", "lock:y", "lock:z"):
+            self.assertKeyGone(server, key)
 
     def wait_for_key(self, server, key, proc):
         from redlock_e2e import wait_until

@@ -1,0 +1,101 @@
+#include "redis/subscription.hpp"
+
+#include <array>
+#include <cerrno>
+#include <sys/socket.h>
+
+#include "redis/fanout.hpp"
+#include "redis/reply.hpp"
+
+namespace redlock::redis {
+
+Subscription::Subscription(const std::vector<config::ServerConfig>& servers, std::string channel)
+    : m_channel(std::move(channel)), m_fds(servers.size()), m_refused(servers.size(), false) {
+    m_conns.reserve(servers.size());
+    for (const auto& s : servers)
+        m_conns.emplace_back(s);
+}
+
+void Subscription::collect() {
+    for (size_t i = 0; i < m_conns.size(); ++i) {
+        auto& conn = m_conns[i];
+        const auto& outcome = conn.outcome();
+        if (m_fds[i] || conn.busy() || !outcome || !outcome->reply || conn.fd() < 0)
+            continue;
+        const redisReply& reply = *outcome->reply;
+        if (reply.type == REDIS_REPLY_ARRAY && reply.elements >= 1 &&
+            reply.element[0]->type == REDIS_REPLY_STRING && text(*reply.element[0]) == "subscribe")
+            m_fds[i] = conn.detach();
+        else if (is_error(reply)) // NOPERM: this user may not use the channel
+            m_refused[i] = is_auth_error(reply) || text(reply).starts_with("NOPERM");
+    }
+}
+
+void Subscription::subscribe() {
+    m_lost = false;
+    const std::array<std::string_view, 2> argv{"SUBSCRIBE", m_channel};
+    const auto command = encode_command(argv);
+    auto now = Clock::now();
+    for (size_t i = 0; i < m_conns.size(); ++i)
+        if (!m_fds[i] && !m_refused[i])
+            m_conns[i].start(command, {}, now);
+    const size_t majority = m_conns.size() / 2 + 1;
+    (void)wait(m_conns, [&] {
+        collect();
+        return live() >= majority;
+    });
+    collect();
+}
+
+size_t Subscription::live() const {
+    size_t n = 0;
+    for (const auto& fd : m_fds)
+        n += static_cast<bool>(fd);
+    return n;
+}
+
+bool Subscription::incomplete() const {
+    for (size_t i = 0; i < m_fds.size(); ++i)
+        if (!m_fds[i] && !m_refused[i])
+            return true;
+    return false;
+}
+
+void Subscription::add_pollfds(std::vector<pollfd>& fds) const {
+    for (const auto& fd : m_fds)
+        if (fd)
+            fds.push_back(pollfd{fd.get(), POLLIN, 0});
+}
+
+bool Subscription::drain(size_t i) {
+    std::array<char, 4096> buffer{};
+    for (;;) {
+        ssize_t n = ::recv(m_fds[i].get(), buffer.data(), buffer.size(), MSG_DONTWAIT);
+        if (n > 0)
+            continue;
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return true;
+        m_fds[i].reset(); // closed by the server (restart, CLIENT KILL) or an error
+        m_lost = true;
+        return false;
+    }
+}
+
+bool Subscription::on_events(std::span<const pollfd> fds) {
+    bool woken = false;
+    size_t k = 0;
+    for (size_t i = 0; i < m_fds.size(); ++i) {
+        if (!m_fds[i])
+            continue;
+        if (k < fds.size() && fds[k].fd == m_fds[i].get() && fds[k].revents != 0) {
+            (void)drain(i);
+            woken = true;
+        }
+        ++k;
+    }
+    return woken;
+}
+
+} // namespace redlock::redis

@@ -1,0 +1,51 @@
+#pragma once
+// Waiting for a notice on one pub/sub channel on several servers at once: a lock's
+// release (lock::release_channel). Each server gets a connection of its own in subscribe
+// mode. What a notice says does not matter: bytes arriving, or the connection closing,
+// both mean "something happened, look again", so nothing here parses pushes.
+
+#include <poll.h>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "config/config.hpp"
+#include "redis/connection.hpp"
+#include "util/fd.hpp"
+
+namespace redlock::redis {
+
+class Subscription {
+  public:
+    Subscription(const std::vector<config::ServerConfig>& servers, std::string channel);
+
+    // SUBSCRIBE on every server not subscribed yet (or lost since), all at once; returns
+    // once a majority of the servers are subscribed or every attempt has ended. A server
+    // that refused (an ACL allowing no channels) is not asked again.
+    void subscribe();
+    // Subscribed now, on how many servers.
+    [[nodiscard]] size_t live() const;
+    // Whether a server not subscribed could still be (not refused).
+    [[nodiscard]] bool incomplete() const;
+    // A subscription was lost (closed, CLIENT KILL) since the last subscribe(): a release
+    // may have passed unnoticed, so subscribe again and look at the lock once more.
+    [[nodiscard]] bool lost() const { return m_lost; }
+
+    // A pollfd (POLLIN) for each live subscription, in order.
+    void add_pollfds(std::vector<pollfd>& fds) const;
+    // After poll() on those fds: true if a notice came or a subscription was lost.
+    bool on_events(std::span<const pollfd> fds);
+
+  private:
+    // Reads what is there; false when the connection is gone (it is closed here).
+    bool drain(size_t i);
+    void collect();
+
+    std::string m_channel;
+    std::vector<Connection> m_conns;   // for connecting, AUTH, SELECT and SUBSCRIBE
+    std::vector<util::UniqueFd> m_fds; // the subscribed sockets
+    std::vector<bool> m_refused;
+    bool m_lost = false;
+};
+
+} // namespace redlock::redis

@@ -1,0 +1,113 @@
+"""Waiting well (issue 9): a waiter is woken by the release itself, not by polling; a holder
+that dies without releasing is noticed by expiry; lost notices (a subscription killed, a
+server frozen, an ACL without channels) still converge."""
+
+import re
+import signal
+import time
+import unittest
+
+from redlock_e2e import SLACK, E2ETest, pid_alive, wait_until
+
+USER, PASSWORD = "locker", "pw-locker-1"
+
+
+def attempts_of(stderr):
+    """The attempt count of -v's "acquired 'NAME' in Xms after N attempts"."""
+    m = re.search(r"acquired '[^']*' in [0-9.]+ms after (\d+) attempts?", stderr)
+    assert m, stderr
+    return int(m.group(1))
+
+
+class WaitingTest(E2ETest):
+    def setUp(self):
+        super().setUp()
+        self.server = self.redis_server()
+        self.args = ["-s", self.server.url()]
+
+    def start_waiter(self, args=(), wait="60s"):
+        return self.start_redlock(["-v"] + list(args or self.args) +
+                                  ["run", "-k", "job", "-w", wait, "--", "true"])
+
+    def wait_subscribed(self, server=None, n=1, proc=None):
+        server = server or self.server
+        wait_until(lambda: int(server.command("PUBSUB", "NUMSUB", "{lock:job}:released")[1]) >= n,
+                   timeout=15.0, message="the waiter to subscribe", proc=proc)
+
+    def test_a_waiter_is_woken_by_the_release_not_by_polling(self):
+        h = self.holder(["-k", "job"], global_args=self.args).wait_ready()
+        waiter = self.start_waiter()
+        self.wait_subscribed(proc=waiter)
+        # Two seconds of polling every 20-200 ms would be ten attempts or more.
+        time.sleep(2.0)
+        self.assertTrue(pid_alive(waiter.pid))
+        self.assertEqual(h.release(), 0)
+        self.assertEqual(waiter.wait(30), 0, waiter.stderr)
+        # The first attempt, the one right after subscribing, and the one the release woke.
+        self.assertLessEqual(attempts_of(waiter.stderr), 3, waiter.stderr)
+
+    def test_a_holder_killed_without_release_is_noticed_by_expiry(self):
+        h = self.holder(["-k", "job", "-t", "2s"], global_args=self.args).wait_ready()
+        program = h.program_pid
+        self.kill_at_cleanup(program)
+        waiter = self.start_waiter()
+        self.wait_subscribed(proc=waiter)
+        killed_at = time.monotonic()
+        h.proc.send_signal(signal.SIGKILL)  # no release, no notice; the watchdog stops PROGRAM
+        self.assertEqual(waiter.wait(30), 0, waiter.stderr)
+        # Woken when the key expired: within about the 2 s TTL, after few attempts.
+        self.assertLess(time.monotonic() - killed_at, 2.0 + 3.0 * SLACK)
+        self.assertLessEqual(attempts_of(waiter.stderr), 5, waiter.stderr)
+
+    def test_a_killed_subscription_costs_nothing_but_a_new_one(self):
+        h = self.holder(["-k", "job", "-t", "1m"], global_args=self.args).wait_ready()
+        waiter = self.start_waiter()
+        self.wait_subscribed(proc=waiter)
+        self.server.command("CLIENT", "KILL", "TYPE", "pubsub")
+        # The waiter subscribes again (and looks at the lock once more)...
+        self.wait_subscribed(proc=waiter)
+        self.assertEqual(h.release(), 0)
+        # ... so the release still wakes it, long before the one-minute TTL.
+        self.assertEqual(waiter.wait(20), 0, waiter.stderr)
+
+    def test_without_channel_permission_waiters_still_get_the_lock(self):
+        server = self.redis_server(acl_user=(USER, PASSWORD,
+                                             "on ~lock:* ~{lock:*}:* resetchannels +@all"))
+        args = ["-s", server.url(username=USER, password=PASSWORD)]
+        h = self.holder(["-k", "job"], global_args=args).wait_ready()
+        waiter = self.start_waiter(args)
+        time.sleep(0.5)
+        self.assertEqual(h.release(), 0)  # the release's PUBLISH is refused, not the release
+        self.assertEqual(waiter.wait(30), 0, waiter.stderr)
+        self.assertKeyGone(server, "lock:job")
+
+
+class WaitingOverFiveTest(E2ETest):
+    def setUp(self):
+        super().setUp()
+        self.servers = [self.redis_server() for _ in range(5)]
+        self.args = []
+        for s in self.servers:
+            self.args += ["-s", s.url()]
+
+    def test_woken_with_a_server_frozen_and_one_killed(self):
+        h = self.holder(["-k", "job", "-t", "1m"], global_args=self.args).wait_ready()
+        self.servers[0].freeze()
+        self.addCleanup(self.servers[0].thaw)
+        self.servers[1].kill()
+        waiter = self.start_redlock(["-v"] + self.args + ["run", "-k", "job", "-w", "60s",
+                                                           "--", "true"])
+        for s in self.servers[2:]:
+            wait_until(lambda s=s: int(s.command("PUBSUB", "NUMSUB",
+                                                 "{lock:job}:released")[1]) >= 1,
+                       timeout=15.0, message="the waiter to subscribe", proc=waiter)
+        self.assertEqual(h.release(), 0)
+        self.assertEqual(waiter.wait(30), 0, waiter.stderr)
+        # The first attempt and the one after subscribing; then each of the three live
+        # servers' notices may wake one attempt (the first can come before the release has
+        # reached a majority). Polling for that long would be many more.
+        self.assertLessEqual(attempts_of(waiter.stderr), 5, waiter.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
