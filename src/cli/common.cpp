@@ -11,6 +11,8 @@
 #include <set>
 #include <unistd.h>
 
+#include "cli/progress.hpp"
+#include "lock/inspect.hpp"
 #include "lock/name.hpp"
 #include "redis/subscription.hpp"
 #include "util/clock.hpp"
@@ -19,6 +21,8 @@
 #include "util/format.hpp"
 #include "util/log.hpp"
 #include "util/random.hpp"
+#include "util/text.hpp"
+#include "util/timestamp.hpp"
 
 namespace redlock::cli {
 
@@ -45,7 +49,7 @@ int first_forwarded(process::SignalEvents& signals) {
 // Sleeps until `until`, a release notice (`notices`, if any) or a forwarded signal;
 // returns that signal, else 0.
 int sleep_interruptibly(process::SignalEvents& signals, Clock::time_point until,
-                        redis::Subscription* notices = nullptr) {
+                        redis::Subscription* notices = nullptr, bool* noticed = nullptr) {
     std::vector<pollfd> fds;
     for (;;) {
         auto now = Clock::now();
@@ -60,8 +64,11 @@ int sleep_interruptibly(process::SignalEvents& signals, Clock::time_point until,
         if (rc > 0 && fds[0].revents)
             if (int sig = first_forwarded(signals))
                 return sig;
-        if (rc > 0 && notices && notices->on_events(std::span<const pollfd>(fds).subspan(1)))
+        if (rc > 0 && notices && notices->on_events(std::span<const pollfd>(fds).subspan(1))) {
+            if (noticed)
+                *noticed = true;
             return 0;
+        }
     }
 }
 
@@ -122,6 +129,16 @@ int report(const util::Error& error) {
 
 namespace {
 
+// Who holds the lock now, read over the lock's own connections (idle between attempts).
+// Nothing when it is not held by then (released meanwhile) or cannot be read.
+void read_holder(lock::Lock& lock, std::string_view name, WaitProgress& progress) {
+    std::string_view key = lock.key();
+    auto view =
+        lock::inspect(lock.connections(), key.substr(0, key.size() - name.size()), name, true);
+    if (view.state == lock::LockState::held)
+        progress.set_holder(view.holder);
+}
+
 std::vector<config::ServerConfig> servers_of(lock::Lock& lock) {
     std::vector<config::ServerConfig> servers;
     for (const auto& c : lock.connections())
@@ -141,6 +158,8 @@ util::Expected<Acquisition> acquire_waiting(lock::Lock& lock, std::string_view n
     size_t attempts = 0;
     size_t too_slow = 0;                        // in a row
     std::optional<redis::Subscription> notices; // release notices, once the lock was held
+    std::optional<WaitProgress> progress;       // once waiting really starts
+    bool noticed = false;                       // the last sleep ended with a release notice
     for (;;) {
         ++attempts;
         auto attempt = lock.acquire(signals.fd());
@@ -215,8 +234,22 @@ util::Expected<Acquisition> acquire_waiting(lock::Lock& lock, std::string_view n
                 now + std::min<Millis>(expiry.value_or(1s), 1h) + util::random_between(1ms, 20ms);
         if (give_up)
             until = std::min(until, *give_up);
-        if (int sig = sleep_interruptibly(signals, until, notices ? &*notices : nullptr))
-            return Acquisition{AcquireOutcome::interrupted, sig};
+        // Who holds it: when the wait starts, and after a release gave it to someone else.
+        if (too_slow == 0 && (!progress || noticed)) {
+            if (!progress)
+                progress.emplace(std::string(name), started, give_up);
+            if (util::log::level() != util::log::Level::quiet)
+                read_holder(lock, name, *progress);
+        }
+        noticed = false;
+        for (;;) {
+            auto next = progress ? progress->update(Clock::now()) : Clock::time_point::max();
+            if (int sig = sleep_interruptibly(signals, std::min(until, next),
+                                              notices ? &*notices : nullptr, &noticed))
+                return Acquisition{AcquireOutcome::interrupted, sig};
+            if (noticed || Clock::now() >= until)
+                break;
+        }
     }
 }
 
@@ -265,6 +298,20 @@ bool print_stdout(const std::string& text) {
         return true;
     log::error("write error on standard output: {}", std::strerror(error));
     return false;
+}
+
+// Computed in milliseconds: system_clock's nanoseconds would overflow for a year like 9999.
+std::optional<Millis> age_of(const std::string& iso) {
+    auto then = util::parse_utc_timestamp(iso);
+    if (!then)
+        return std::nullopt;
+    return std::chrono::floor<Millis>(std::chrono::system_clock::now()) - *then;
+}
+
+std::string holder_text(const std::optional<lock::Holder>& holder) {
+    if (!holder)
+        return "an unknown owner (no redlock metadata)";
+    return util::printable(util::format("{}@{} (pid {})", holder->user, holder->host, holder->pid));
 }
 
 std::string human_duration(Millis d) {

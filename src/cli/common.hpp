@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "config/config.hpp"
+#include "lock/holder.hpp"
 #include "lock/lock.hpp"
 #include "process/signals.hpp"
 #include "util/error.hpp"
@@ -59,5 +60,12 @@ acquire_waiting(lock::Lock& lock, std::string_view name,
 
 // "24.3s", "5m 3s", "2h 10m", "1d 2h": a duration for people.
 [[nodiscard]] std::string human_duration(std::chrono::milliseconds d);
+
+// How long ago an ISO 8601 UTC timestamp ("2026-12-02T14:16:33.620Z") was; nullopt when
+// the text is not one (metadata is whatever a client wrote).
+[[nodiscard]] std::optional<std::chrono::milliseconds> age_of(const std::string& iso);
+
+// "user@host (pid N)", escaped for a terminal, or "an unknown owner (...)".
+[[nodiscard]] std::string holder_text(const std::optional<lock::Holder>& holder);
 
 } // namespace redlock::cli

@@ -19,16 +19,6 @@ namespace {
 using Millis = std::chrono::milliseconds;
 namespace log = util::log;
 
-// How long ago an ISO 8601 UTC timestamp ("2026-12-02T14:16:33.620Z") was; nullopt when
-// the text is not one (metadata is whatever a client wrote). Computed in milliseconds:
-// system_clock's nanoseconds would overflow for a year such as 9999.
-std::optional<Millis> age_of(const std::string& iso) {
-    auto then = util::parse_utc_timestamp(iso);
-    if (!then)
-        return std::nullopt;
-    return std::chrono::floor<Millis>(std::chrono::system_clock::now()) - *then;
-}
-
 const char* server_state(const lock::ServerView& s) {
     if (!s.reachable)
         return "unreachable";
@@ -100,12 +90,6 @@ void write_view(util::JsonWriter& json, const lock::LockView& view) {
 // Text output shows what servers and other clients wrote through util::printable: a
 // newline or an escape sequence in a command line must not forge a line or drive the
 // terminal.
-std::string holder_text(const std::optional<lock::Holder>& holder) {
-    if (!holder)
-        return "an unknown owner (no redlock metadata)";
-    return util::printable(util::format("{}@{} (pid {})", holder->user, holder->host, holder->pid));
-}
-
 std::string ttl_text(long long ttl_ms) {
     return ttl_ms == -1 ? std::string("no expiry") : human_duration(Millis(ttl_ms)) + " left";
 }

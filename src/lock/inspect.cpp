@@ -88,15 +88,28 @@ const char* state_name(LockState state) {
     return "unknown";
 }
 
-LockView inspect(std::span<redis::Connection> conns, std::string_view prefix,
-                 std::string_view name) {
+LockView inspect(std::span<redis::Connection> conns, std::string_view prefix, std::string_view name,
+                 bool majority_only) {
     LockView view;
     view.name = std::string(name);
     view.key = lock_key(prefix, name);
     auto meta_key = companion_key(prefix, name, "meta");
     auto fence_key = companion_key(prefix, name, "fence");
-    redis::request_all(conns, script_command(k_inspect_script, true, view.key, meta_key, fence_key),
-                       script_command(k_inspect_script, false, view.key, meta_key, fence_key));
+    const auto command = script_command(k_inspect_script, true, view.key, meta_key, fence_key);
+    const auto fallback = script_command(k_inspect_script, false, view.key, meta_key, fence_key);
+    if (!majority_only) {
+        redis::request_all(conns, command, fallback);
+    } else {
+        auto now = redis::Clock::now();
+        for (auto& c : conns)
+            c.start(command, fallback, now);
+        (void)redis::wait(conns, [&] {
+            size_t answered = 0;
+            for (const auto& c : conns)
+                answered += !c.busy() && c.outcome() && c.outcome()->reply;
+            return answered >= conns.size() / 2 + 1;
+        });
+    }
 
     std::map<std::string, std::vector<long long>> ttls_by_token;
     size_t free_servers = 0;

@@ -47,9 +47,10 @@ struct LockView {
 
 [[nodiscard]] const char* state_name(LockState state);
 
-// Reads one lock on every server at once.
+// Reads one lock on every server at once, waiting for each (up to its timeouts); with
+// `majority_only`, only until a majority answered (the others read as unreachable).
 [[nodiscard]] LockView inspect(std::span<redis::Connection> conns, std::string_view prefix,
-                               std::string_view name);
+                               std::string_view name, bool majority_only = false);
 
 // Names of the locks under `prefix` matching the glob `pattern`, from every server, merged
 // and sorted. Servers that could not be scanned are returned in `failures`.

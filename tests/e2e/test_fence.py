@@ -313,8 +313,12 @@ class FencedRegisterUnderPausesTest(FenceTestBase):
         for verdict, f in log:
             if verdict == "refused":
                 self.assertLess(int(f), max(accepted), f"seed {seed}: {log}")
-        # Every client that ended 0 wrote and was accepted (nothing lost).
-        self.assertEqual(statuses.count(0), len(accepted), f"seed {seed}: {log} {statuses}")
+        # Every client that ended 0 wrote and was accepted (nothing lost); a client that
+        # wrote and was accepted may still have lost its lease afterwards (stopped by the
+        # nemesis past its TTL), so 79s can add accepted writes, nothing else can.
+        self.assertLessEqual(statuses.count(0), len(accepted), f"seed {seed}: {log} {statuses}")
+        self.assertLessEqual(len(accepted), statuses.count(0) + statuses.count(79),
+                             f"seed {seed}: {log} {statuses}")
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ import time
 import unittest
 
 from redlock_e2e import SLACK, E2ETest, pid_alive, wait_until
+from test_signals import PtyTest
 
 USER, PASSWORD = "locker", "pw-locker-1"
 
@@ -80,6 +81,56 @@ class WaitingTest(E2ETest):
         self.assertEqual(h.release(), 0)  # the release's PUBLISH is refused, not the release
         self.assertEqual(waiter.wait(30), 0, waiter.stderr)
         self.assertKeyGone(server, "lock:job")
+
+
+class ProgressTest(PtyTest):
+    """Who holds the lock, said while waiting: a line on a pipe, an updating line on a
+    terminal, nothing with -q."""
+
+    def hold(self):
+        h = self.holder(["-k", "job", "-t", "1m"], global_args=["-s", self.url]).wait_ready()
+        self.assertTrue(pid_alive(h.proc.pid))
+        return h
+
+    def test_a_line_when_waiting_starts_on_a_pipe(self):
+        h = self.hold()
+        waiter = self.start_redlock(["-s", self.url, "run", "-k", "job", "-w", "30s", "--",
+                                     "true"])
+        wait_until(lambda: int(self.server.command("PUBSUB", "NUMSUB",
+                                                   "{lock:job}:released")[1]) >= 1,
+                   timeout=15.0, message="the waiter to subscribe", proc=waiter)
+        time.sleep(1.2)
+        self.assertEqual(h.release(), 0)
+        self.assertEqual(waiter.wait(30), 0)
+        lines = waiter.stderr.splitlines()
+        # One line (the next would come a minute later), naming the holder's redlock.
+        self.assertEqual(len(lines), 1, waiter.stderr)
+        self.assertRegex(lines[0], rf"^redlock: waiting for 'job', held by [^@]+@[^ ]+ "
+                                   rf"\(pid {h.proc.pid}\) for [0-9.]+s, running sh -c .*; "
+                                   rf"[0-9.]+s left of the wait$")
+
+    def test_quiet_says_nothing(self):
+        h = self.hold()
+        waiter = self.start_redlock(["-q", "-s", self.url, "run", "-k", "job", "-w", "30s",
+                                     "--", "true"])
+        time.sleep(0.5)
+        self.assertEqual(h.release(), 0)
+        self.assertEqual(waiter.wait(30), 0)
+        self.assertEqual(waiter.stderr, "")
+
+    def test_one_updating_line_on_a_terminal_cleared_when_done(self):
+        h = self.hold()
+        pid, fd = self.spawn_on_pty(["-s", self.url, "run", "-k", "job", "--", "echo", "GOT"])
+        self.read_until(fd, "waiting for 'job', held by")
+        # Rewritten in place every second, with how long it has waited.
+        self.read_until(fd, "\r\x1b[Kredlock: waiting 1")
+        self.assertNotIn("left of the wait", self._pty_output.decode())  # no -w: no limit
+        self.assertEqual(h.release(), 0)
+        self.read_until(fd, "GOT")
+        self.assertEqual(self.wait_status(pid, fd), 0)
+        out = self._pty_output.decode()
+        self.assertNotIn("\n", out.split("GOT")[0].replace("\r\n", ""), out)
+        self.assertIn("\r\x1b[KGOT", out)
 
 
 class WaitingOverFiveTest(E2ETest):
