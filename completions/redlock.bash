@@ -8,11 +8,11 @@ _redlock_global_opts='-c --config -s --server -v --verbose -q --quiet -h --help 
 # Options of each command (global options are accepted after the command too).
 _redlock_command_opts() {
     case $1 in
-        run) echo '-k --key -t --ttl -w --wait --timeout -n --no-wait --nonblock
+        run) echo '-k --key -t --ttl -w --wait --timeout -n --no-wait --nonblock --fair
                    -E --conflict-exit-code' ;;
         status) echo '-k --key --json' ;;
         list) echo '-p --pattern --json' ;;
-        acquire) echo '-k --key -t --ttl -w --wait --timeout -n --no-wait --nonblock
+        acquire) echo '-k --key -t --ttl -w --wait --timeout -n --no-wait --nonblock --fair
                        -E --conflict-exit-code --json --shell' ;;
         extend) echo '-k --key --token -t --ttl' ;;
         release) echo '-k --key --token -f --force -y --yes' ;;

@@ -107,6 +107,7 @@ for cmd in run acquire
     complete -c redlock -n $cond -l timeout -x -a $durations -d 'Same as --wait'
     complete -c redlock -n $cond -s n -l no-wait -d 'Fail at once if the lock is held'
     complete -c redlock -n $cond -l nonblock -d 'Same as --no-wait'
+    complete -c redlock -n $cond -l fair -d 'Wait in line: first come, first served'
     complete -c redlock -n $cond -s E -l conflict-exit-code -x -d 'Exit status when not acquired'
 end
 # PROGRAM and its arguments complete as their own command line.

@@ -38,6 +38,7 @@ struct RunArgs {
     std::optional<std::string> ttl; // set when given, even if empty
     std::optional<std::string> wait;
     bool no_wait = false;
+    bool fair = false;
     std::optional<std::string> conflict_exit_code;
     std::vector<std::string> program;
 };
@@ -228,6 +229,7 @@ util::Expected<RunOptions> make_run_options(const RunArgs& args, const config::C
         return std::unexpected(code.error());
     options.conflict_exit_code = *code;
     options.program = args.program;
+    options.fair = args.fair;
     if (options.program.empty())
         return util::fail(util::ErrorKind::usage,
                           "run: no PROGRAM given (redlock run -k NAME -- PROGRAM [ARG...])");
@@ -241,6 +243,7 @@ struct CommandArgs {
     std::optional<std::string> ttl; // set when given, even if empty
     std::optional<std::string> wait;
     bool no_wait = false;
+    bool fair = false;
     std::optional<std::string> conflict_exit_code;
     std::string token;
     std::string pattern = "*";
@@ -281,12 +284,15 @@ void add_ttl_option(CLI::App* cmd, std::optional<std::string>& ttl, const std::s
 }
 
 void add_wait_options(CLI::App* cmd, std::optional<std::string>& wait_text, bool& no_wait,
-                      std::optional<std::string>& exit_code) {
+                      bool& fair, std::optional<std::string>& exit_code) {
     auto* wait = add_text_option(cmd, "-w,--wait,--timeout", wait_text,
                                  "Wait at most this long for the lock (default: forever)")
                      ->type_name("DURATION");
-    cmd->add_flag("-n,--no-wait,--nonblock", no_wait, "Fail at once if the lock is held")
-        ->excludes(wait);
+    auto* nowait =
+        cmd->add_flag("-n,--no-wait,--nonblock", no_wait, "Fail at once if the lock is held")
+            ->excludes(wait);
+    cmd->add_flag("--fair", fair, "Wait in line: first come, first served among --fair waiters")
+        ->excludes(nowait);
     add_text_option(cmd, "-E,--conflict-exit-code", exit_code,
                     "Exit status when the lock is not acquired (75)")
         ->type_name("N");
@@ -333,8 +339,8 @@ int dispatch(CLI::App& app, const RunArgs& run_args, const CommandArgs& args,
         auto code = conflict_exit_code(args.conflict_exit_code);
         if (!code)
             return report(code.error());
-        return acquire_command(AcquireOptions{*name, *ttl, *wait, *code, args.json, args.shell},
-                               cfg);
+        return acquire_command(
+            AcquireOptions{*name, *ttl, *wait, *code, args.json, args.shell, args.fair}, cfg);
     }
     if (is("extend"))
         return extend_command(ExtendOptions{*name, args.token, *ttl}, cfg);
@@ -434,7 +440,8 @@ int run_main(int argc, char** argv) {
     if (wants("run")) {
         run->add_option("-k,--key", run_args.key, "The lock's name")->type_name("NAME")->required();
         add_ttl_option(run, run_args.ttl, "Lease length, renewed while PROGRAM runs (30s)");
-        add_wait_options(run, run_args.wait, run_args.no_wait, run_args.conflict_exit_code);
+        add_wait_options(run, run_args.wait, run_args.no_wait, run_args.fair,
+                         run_args.conflict_exit_code);
         run->add_option("program", run_args.program, "PROGRAM [ARG...]")->type_name("PROGRAM");
         // Options stop at PROGRAM, so its own flags are left alone (as with flock(1)).
         run->positionals_at_end();
@@ -458,7 +465,7 @@ int run_main(int argc, char** argv) {
     if (wants("acquire")) {
         add_name_options(acquire, args, false);
         add_ttl_option(acquire, args.ttl, "Lease length; the lock expires after it (30s)");
-        add_wait_options(acquire, args.wait, args.no_wait, args.conflict_exit_code);
+        add_wait_options(acquire, args.wait, args.no_wait, args.fair, args.conflict_exit_code);
         auto* json =
             acquire->add_flag("--json", args.json, "Print one JSON document (see redlock(1))");
         acquire

@@ -31,6 +31,7 @@ struct AcquireOptions {
     int conflict_exit_code = 75;
     bool json = false;
     bool shell = false; // print REDLOCK_KEY, REDLOCK_TOKEN and REDLOCK_FENCE for eval
+    bool fair = false;  // first come, first served among --fair waiters
 };
 [[nodiscard]] int acquire_command(const AcquireOptions& options, const config::Config& config);
 

@@ -137,6 +137,8 @@ void read_holder(lock::Lock& lock, std::string_view name, WaitProgress& progress
         lock::inspect(lock.connections(), key.substr(0, key.size() - name.size()), name, true);
     if (view.state == lock::LockState::held)
         progress.set_holder(view.holder);
+    if (lock.fair())
+        progress.set_queue_position(lock.queue_position());
 }
 
 std::vector<config::ServerConfig> servers_of(lock::Lock& lock) {
@@ -148,9 +150,11 @@ std::vector<config::ServerConfig> servers_of(lock::Lock& lock) {
 
 } // namespace
 
-util::Expected<Acquisition> acquire_waiting(lock::Lock& lock, std::string_view name,
-                                            std::optional<Millis> wait,
-                                            process::SignalEvents& signals) {
+namespace {
+
+util::Expected<Acquisition> wait_and_acquire(lock::Lock& lock, std::string_view name,
+                                             std::optional<Millis> wait,
+                                             process::SignalEvents& signals) {
     const auto started = Clock::now();
     std::optional<Clock::time_point> give_up;
     if (wait)
@@ -232,6 +236,8 @@ util::Expected<Acquisition> acquire_waiting(lock::Lock& lock, std::string_view n
         else
             until =
                 now + std::min<Millis>(expiry.value_or(1s), 1h) + util::random_between(1ms, 20ms);
+        if (lock.fair()) // each attempt keeps our place in the queue alive
+            until = std::min(until, now + lock::Lock::k_fair_heartbeat);
         if (give_up)
             until = std::min(until, *give_up);
         // Who holds it: when the wait starts, and after a release gave it to someone else.
@@ -251,6 +257,29 @@ util::Expected<Acquisition> acquire_waiting(lock::Lock& lock, std::string_view n
                 break;
         }
     }
+}
+
+} // namespace
+
+util::Expected<Acquisition> acquire_waiting(lock::Lock& lock, std::string_view name,
+                                            std::optional<Millis> wait,
+                                            process::SignalEvents& signals, bool fair) {
+    // --fair takes its place in the queue first: arrival order is the order of tickets.
+    // A single attempt (-n) has no use for one.
+    if (fair && (!wait || wait->count() > 0)) {
+        if (auto ticket = lock.take_ticket(); !ticket)
+            return util::fail(ticket.error().kind,
+                              util::format("cannot lock '{}': {}", name, ticket.error().message));
+        else
+            log::verbose("'{}': waiting in line with ticket {}", name, *ticket);
+    }
+    auto result = wait_and_acquire(lock, name, wait, signals);
+    // A waiter that stops waiting gives its place up at once. One that acquired has left
+    // the queue where it set the lock; over several servers, there may be others where its
+    // attempt found the lock still held, and its place there would hold up the next.
+    if (!result || result->outcome != AcquireOutcome::acquired || lock.connections().size() > 1)
+        lock.leave_queue();
+    return result;
 }
 
 std::optional<int> unless_acquired(const util::Expected<Acquisition>& acquisition,

@@ -36,7 +36,8 @@ struct Acquisition {
 // reached are never waited on: that is an error at once. A forwarded signal interrupts.
 [[nodiscard]] util::Expected<Acquisition>
 acquire_waiting(lock::Lock& lock, std::string_view name,
-                std::optional<std::chrono::milliseconds> wait, process::SignalEvents& signals);
+                std::optional<std::chrono::milliseconds> wait, process::SignalEvents& signals,
+                bool fair = false);
 
 // The exit status when acquisition did not end with the lock: the error's, 128+N for an
 // interrupting signal, or `conflict_exit_code`. nullopt when the lock was acquired.

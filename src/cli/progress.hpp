@@ -1,8 +1,8 @@
 #pragma once
-// What a waiter says while it waits, on stderr: who holds the lock, for how long, and what
-// is left of --wait. On a terminal, one line rewritten every second and cleared when the
-// wait ends; elsewhere (CI logs, cron mail, and with -v) a line when the wait starts and
-// then at most one a minute. Nothing with -q.
+// What a waiter says while it waits, on stderr: who holds the lock, for how long, its place
+// in the queue (--fair), and what is left of --wait. On a terminal, one line rewritten every
+// second and cleared when the wait ends; elsewhere (CI logs, cron mail, and with -v) a line
+// when the wait starts and then at most one a minute. Nothing with -q.
 
 #include <chrono>
 #include <optional>
@@ -25,6 +25,8 @@ class WaitProgress {
 
     // The holder as the servers describe it (nullopt: a holder without redlock metadata).
     void set_holder(std::optional<lock::Holder> holder);
+    // --fair: our place in the queue, 0 at its head (nullopt: not known).
+    void set_queue_position(std::optional<long long> position) { m_position = position; }
     // Shows the state if it is due; returns when to call again.
     Clock::time_point update(Clock::time_point now);
 
@@ -36,6 +38,7 @@ class WaitProgress {
     Clock::time_point m_started;
     std::optional<Clock::time_point> m_give_up;
     std::optional<lock::Holder> m_holder;
+    std::optional<long long> m_position;
     bool m_enabled = false;
     bool m_terminal = false;
     bool m_shown = false; // a terminal line is on screen

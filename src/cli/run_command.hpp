@@ -17,6 +17,7 @@ struct RunOptions {
     std::optional<std::chrono::milliseconds> wait; // nullopt: wait until acquired
     int conflict_exit_code = 75;
     std::vector<std::string> program; // PROGRAM and its arguments
+    bool fair = false;                // first come, first served among --fair waiters
 };
 
 // Returns the exit status of the whole command.

@@ -1,5 +1,7 @@
 #include "lock/lock.hpp"
 
+#include <algorithm>
+#include <array>
 #include <poll.h>
 
 #include "lock/name.hpp"
@@ -67,18 +69,23 @@ ServerResult classify(const redis::Connection& conn) {
 
 // EVALSHA (or, as the NOSCRIPT fallback, EVAL) of a script over the lock, its metadata and
 // its fence counter.
-std::string script_call(const Script& script, bool by_sha, const std::string& key,
-                        const std::string& meta_key, const std::string& fence_key,
+std::string script_call(const Script& script, bool by_sha, std::span<const std::string> keys,
                         std::span<const std::string> args) {
+    const auto count = std::to_string(keys.size());
     std::vector<std::string_view> argv{by_sha ? "EVALSHA" : "EVAL",
-                                       by_sha ? script.sha1 : script.source,
-                                       "3",
-                                       key,
-                                       meta_key,
-                                       fence_key};
+                                       by_sha ? script.sha1 : script.source, count};
+    for (const auto& k : keys)
+        argv.emplace_back(k);
     for (const auto& a : args)
         argv.emplace_back(a);
     return redis::encode_command(argv);
+}
+
+std::string script_call(const Script& script, bool by_sha, const std::string& key,
+                        const std::string& meta_key, const std::string& fence_key,
+                        std::span<const std::string> args) {
+    const std::array<std::string, 3> keys{key, meta_key, fence_key};
+    return script_call(script, by_sha, keys, args);
 }
 
 } // namespace
@@ -143,10 +150,15 @@ std::vector<ServerResult> Lock::collect() const {
 
 util::Expected<AcquireResult> Lock::acquire(int interrupt_fd) {
     std::vector<std::string> args{m_token, std::to_string(m_ttl.count())};
+    std::vector<std::string> keys{m_key, m_meta_key, m_fence_key};
+    if (m_ticket) { // --fair: the queue's keys, our ticket and when a silent waiter is dropped
+        keys.insert(keys.end(), {queue_key(), companion_of(m_key, "waiting"), ticket_key()});
+        args.insert(args.end(), {std::to_string(*m_ticket), std::to_string(k_drop_waiter.count())});
+    }
     args.insert(args.end(), m_holder.begin(), m_holder.end());
     const Script& script = m_conns.size() == 1 ? k_acquire_single_script : k_acquire_script;
-    auto command = script_call(script, true, m_key, m_meta_key, m_fence_key, args);
-    auto fallback = script_call(script, false, m_key, m_meta_key, m_fence_key, args);
+    auto command = script_call(script, true, keys, args);
+    auto fallback = script_call(script, false, keys, args);
 
     auto sent = Clock::now();
     const auto valid_until = lock::validity_end(sent, m_ttl);
@@ -332,6 +344,71 @@ RenewStatus Lock::extend(Millis ttl) {
         m_round_trip = Clock::now() - sent;
     }
     return status == RenewStatus::pending ? RenewStatus::failed : status;
+}
+
+std::string Lock::queue_key() const { return companion_of(m_key, "queue"); }
+std::string Lock::ticket_key() const { return companion_of(m_key, "tickets"); }
+
+std::optional<std::vector<long long>> Lock::integers_from_majority(const std::string& command) {
+    auto now = Clock::now();
+    for (auto& c : m_conns)
+        c.start(command, {}, now);
+    std::vector<long long> values;
+    auto count = [&] {
+        values.clear();
+        for (const auto& c : m_conns)
+            if (!c.busy() && c.outcome() && c.outcome()->reply &&
+                c.outcome()->reply->type == REDIS_REPLY_INTEGER)
+                values.push_back(c.outcome()->reply->integer);
+        return values.size() >= m_conns.size() / 2 + 1;
+    };
+    (void)redis::wait(m_conns, count);
+    if (!count())
+        return std::nullopt;
+    return values;
+}
+
+util::Expected<long long> Lock::take_ticket() {
+    const std::string key = ticket_key();
+    const std::array<std::string_view, 2> argv{"INCR", key};
+    // The largest over a majority: every attempt then raises the counters to it, so a
+    // waiter that takes its ticket later gets a larger one on any majority.
+    auto tickets = integers_from_majority(redis::encode_command(argv));
+    if (!tickets)
+        return std::unexpected(quorum_error(collect()));
+    m_ticket = std::ranges::max(*tickets);
+    return *m_ticket;
+}
+
+std::optional<long long> Lock::queue_position() {
+    if (!m_ticket)
+        return std::nullopt;
+    const std::string key = queue_key();
+    const std::array<std::string_view, 3> argv{"ZRANK", key, m_token};
+    // Where we are not enrolled yet (nil, not an integer) we do not count; of the others,
+    // the furthest back, so as not to promise more than a majority agrees on.
+    auto ranks = integers_from_majority(redis::encode_command(argv));
+    if (!ranks)
+        return std::nullopt;
+    return std::ranges::max(*ranks);
+}
+
+void Lock::leave_queue() {
+    if (!m_ticket)
+        return;
+    const std::array<std::string, 2> keys{queue_key(), companion_of(m_key, "waiting")};
+    const std::array<std::string, 1> args{m_token};
+    auto command = script_call(k_fair_leave_script, false, keys, args);
+    auto now = Clock::now();
+    for (auto& c : m_conns)
+        c.start(command, {}, now);
+    (void)redis::wait(m_conns, [&] {
+        size_t answered = 0;
+        for (const auto& c : m_conns)
+            answered += !c.busy() && c.outcome() && c.outcome()->reply;
+        return answered >= m_conns.size() / 2 + 1;
+    });
+    m_ticket.reset();
 }
 
 std::vector<ServerResult> Lock::release(ReleaseWait until, const std::vector<bool>& only) {

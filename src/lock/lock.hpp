@@ -104,6 +104,20 @@ class Lock {
     // Returns `interrupted` (after releasing) if `interrupt_fd` becomes readable.
     [[nodiscard]] util::Expected<AcquireResult> acquire(int interrupt_fd = -1);
 
+    // --fair: takes a place in the queue of waiters (a ticket, the largest of the servers'
+    // INCR over a majority); from then on every acquire() keeps that place alive and goes
+    // on only at the head of the queue. leave_queue() gives the place up (a waiter that
+    // stops waiting); acquiring leaves it by itself.
+    [[nodiscard]] util::Expected<long long> take_ticket();
+    void leave_queue();
+    // Our place in the queue, 0 at its head, as a majority of the servers see it.
+    [[nodiscard]] std::optional<long long> queue_position();
+    // A waiter whose last attempt is older than this is dropped from the queue; waiters
+    // attempt at least every k_fair_heartbeat.
+    static constexpr Millis k_drop_waiter{3000};
+    static constexpr Millis k_fair_heartbeat{1000};
+    [[nodiscard]] bool fair() const { return m_ticket.has_value(); }
+
     // Renewal, driven by the caller's poll loop through connections().
     void start_renewal(Clock::time_point now);
     [[nodiscard]] bool renewal_in_flight() const { return m_renewing; }
@@ -143,6 +157,11 @@ class Lock {
     [[nodiscard]] bool write_fence(const std::vector<size_t>& yes_servers, long long fence,
                                    int interrupt_fd, std::vector<ServerResult>& results);
     Tally tally() const;
+    // Sends `command` to every server; the integer replies once a majority gave one.
+    [[nodiscard]] std::optional<std::vector<long long>>
+    integers_from_majority(const std::string& command);
+    [[nodiscard]] std::string queue_key() const;
+    [[nodiscard]] std::string ticket_key() const;
     std::vector<ServerResult> collect() const;
     // To every server, or to those that are true in `only` (when not empty).
     void send_all(const std::string& command, const std::string& fallback, Clock::time_point now,
@@ -155,6 +174,7 @@ class Lock {
     std::string m_fence_key;
     std::string m_token;
     long long m_fence = 0;
+    std::optional<long long> m_ticket; // --fair
     std::vector<std::string> m_holder;
     Millis m_ttl;
     bool m_renewing = false;

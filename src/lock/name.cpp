@@ -49,7 +49,11 @@ std::string companion_key(std::string_view prefix, std::string_view name, std::s
 }
 
 std::string release_channel(std::string_view lock_key) {
-    return companion_key(lock_key, "", "released");
+    return companion_of(lock_key, "released");
+}
+
+std::string companion_of(std::string_view lock_key, std::string_view suffix) {
+    return companion_key(lock_key, "", suffix);
 }
 
 } // namespace redlock::lock

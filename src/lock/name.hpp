@@ -24,5 +24,7 @@ inline constexpr size_t k_max_name_length = 200;
 // The pub/sub channel a release announces itself on, {<lock key>}:released: in the lock
 // key's hash slot, so that it stays legal where PUBLISH becomes SPUBLISH (sharded pub/sub).
 [[nodiscard]] std::string release_channel(std::string_view lock_key);
+// Another companion of a lock key: {<lock key>}:<suffix>.
+[[nodiscard]] std::string companion_of(std::string_view lock_key, std::string_view suffix);
 
 } // namespace redlock::lock

@@ -20,6 +20,14 @@ struct Script {
 // Returns this server's counter + 1, the fence this server alone would give (the client
 // takes the largest over a majority, lock/lock.hpp); when held by another owner,
 // -2 - PTTL (-1: held with no expiry), which a waiter sleeps by (k_held_reply).
+// --fair, for both acquire scripts: with six KEYS (4: the queue, a sorted set of waiters'
+// tokens by ticket; 5: each waiter's last attempt, in the server's TIME ms; 6: the ticket
+// counter) and ARGV[3] our ticket, ARGV[4] the ms after which a silent waiter is dropped,
+// the attempt first enrolls us (again, with the same ticket, where we were dropped or never
+// got: one order on every server), drops silent waiters at the head, and goes on only when
+// we are the head; else "held". The three keys expire 10 x ARGV[4] after the last attempt.
+// The holder's fields then start at ARGV[5].
+
 // An acquire script's "held" reply, -2 - PTTL: the lock's remaining ms (-1: no expiry).
 [[nodiscard]] constexpr long long held_pttl(long long reply) {
     return -2 - reply;
@@ -29,16 +37,39 @@ inline constexpr Script k_acquire_script{
     R"lua(local fence = redis.call("get", KEYS[3])
 fence = fence and tonumber(fence)
 if fence == nil then return redis.error_reply("ERR fence counter " .. KEYS[3] .. " is not a number") end
+local first = 3
+if #KEYS > 3 then
+  first = 5
+  local t = redis.call("time")
+  local now = t[1] * 1000 + math.floor(t[2] / 1000)
+  local keep = tonumber(ARGV[4]) * 10
+  redis.call("zadd", KEYS[4], "NX", ARGV[3], ARGV[1])
+  redis.call("zadd", KEYS[5], now, ARGV[1])
+  if tonumber(redis.call("get", KEYS[6]) or 0) < tonumber(ARGV[3]) then redis.call("set", KEYS[6], ARGV[3]) end
+  for i = 4, 6 do redis.call("pexpire", KEYS[i], keep) end
+  while true do
+    local head = redis.call("zrange", KEYS[4], 0, 0)[1]
+    if head == nil or head == ARGV[1] then break end
+    local seen = redis.call("zscore", KEYS[5], head)
+    if seen and tonumber(seen) > now - tonumber(ARGV[4]) then return -2 - math.max(redis.call("pttl", KEYS[1]), 0) end
+    redis.call("zrem", KEYS[4], head)
+    redis.call("zrem", KEYS[5], head)
+  end
+end
 if redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
   redis.call("del", KEYS[2])
-  if #ARGV > 2 then
-    redis.call("hset", KEYS[2], unpack(ARGV, 3))
+  if #KEYS > 3 then
+    redis.call("zrem", KEYS[4], ARGV[1])
+    redis.call("zrem", KEYS[5], ARGV[1])
+  end
+  if #ARGV >= first then
+    redis.call("hset", KEYS[2], unpack(ARGV, first))
     redis.call("pexpire", KEYS[2], ARGV[2])
   end
   return (fence or 0) + 1
 end
 return -2 - redis.call("pttl", KEYS[1]))lua",
-    "6cbd38bbf2edada1e0ec251531ddd41919c3ebc5"};
+    "e021d7e2cc58d06e0e2a6968178bc321a4e962c5"};
 
 // The whole acquisition on a single server: as k_acquire_script, and on success the
 // counter is incremented and the new fence, returned, is also recorded in the metadata.
@@ -46,17 +77,40 @@ return -2 - redis.call("pttl", KEYS[1]))lua",
 inline constexpr Script k_acquire_single_script{
     R"lua(local fence = redis.call("get", KEYS[3])
 if fence and tonumber(fence) == nil then return redis.error_reply("ERR fence counter " .. KEYS[3] .. " is not a number") end
+local first = 3
+if #KEYS > 3 then
+  first = 5
+  local t = redis.call("time")
+  local now = t[1] * 1000 + math.floor(t[2] / 1000)
+  local keep = tonumber(ARGV[4]) * 10
+  redis.call("zadd", KEYS[4], "NX", ARGV[3], ARGV[1])
+  redis.call("zadd", KEYS[5], now, ARGV[1])
+  if tonumber(redis.call("get", KEYS[6]) or 0) < tonumber(ARGV[3]) then redis.call("set", KEYS[6], ARGV[3]) end
+  for i = 4, 6 do redis.call("pexpire", KEYS[i], keep) end
+  while true do
+    local head = redis.call("zrange", KEYS[4], 0, 0)[1]
+    if head == nil or head == ARGV[1] then break end
+    local seen = redis.call("zscore", KEYS[5], head)
+    if seen and tonumber(seen) > now - tonumber(ARGV[4]) then return -2 - math.max(redis.call("pttl", KEYS[1]), 0) end
+    redis.call("zrem", KEYS[4], head)
+    redis.call("zrem", KEYS[5], head)
+  end
+end
 if redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
   redis.call("del", KEYS[2])
+  if #KEYS > 3 then
+    redis.call("zrem", KEYS[4], ARGV[1])
+    redis.call("zrem", KEYS[5], ARGV[1])
+  end
   fence = redis.call("incr", KEYS[3])
-  if #ARGV > 2 then
-    redis.call("hset", KEYS[2], "fence", fence, unpack(ARGV, 3))
+  if #ARGV >= first then
+    redis.call("hset", KEYS[2], "fence", fence, unpack(ARGV, first))
     redis.call("pexpire", KEYS[2], ARGV[2])
   end
   return fence
 end
 return -2 - redis.call("pttl", KEYS[1]))lua",
-    "5db4c73687196c055e9511226fa3a61f46dbec59"};
+    "c73be8e87fcfa1947b8bfa6b2983576690abb079"};
 
 // Round 2 over several servers (ARGV[1] token, ARGV[2] fence): while this server still
 // holds our token, raise its counter to the fence, never lowering it, and record the fence
@@ -118,5 +172,12 @@ if type(value) == "table" and value.err and string.find(value.err, "WRONGTYPE", 
 end
 return 0)lua",
     "b0642323e7f7959470b62e32a0ac9185f9938634"};
+
+// --fair: leave the queue (KEYS[1] queue, KEYS[2] last attempts; ARGV[1] token), when a
+// waiter gives up.
+inline constexpr Script k_fair_leave_script{
+    R"lua(redis.call("zrem", KEYS[2], ARGV[1])
+return redis.call("zrem", KEYS[1], ARGV[1]))lua",
+    "1a010de8a6b378e24efddb65a53a3888a788083b"};
 
 } // namespace redlock::lock

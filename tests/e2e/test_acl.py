@@ -76,6 +76,13 @@ class AclTest(E2ETest):
         self.assertStatus(r, 0)
         self.assertRegex(r.stderr, r"after [123] attempts?")
         self.assertEqual(holder.wait(30), 0)
+        # A --fair waiter: ticket, queue, place in line (ZRANK), leaving the queue.
+        holder = self.start_redlock(args + ["run", "-k", "x", "--", "sleep", "0.8"])
+        self.wait_for_key(server, "lock:x", holder)
+        r = self.run_redlock(args + ["run", "-k", "x", "--fair", "-w", "20s", "--", "true"])
+        self.assertStatus(r, 0)
+        self.assertIn("next in line", r.stderr)
+        self.assertEqual(holder.wait(30), 0)
         # acquire, extend, release; status, list; release --force; doctor.
         r = self.run_redlock(args + ["acquire", "-t", "1m", "y"])
         self.assertStatus(r, 0)

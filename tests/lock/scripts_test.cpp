@@ -6,6 +6,7 @@
 #include "support/redis_server.hpp"
 
 using redlock::lock::k_acquire_script;
+using redlock::lock::k_fair_leave_script;
 using redlock::lock::k_acquire_single_script;
 using redlock::lock::k_fence_script;
 using redlock::lock::k_inspect_script;
@@ -30,6 +31,7 @@ TEST_CASE("each script's sha1 constant is the one the server computes for its so
     CHECK(load(server, k_release_script) == k_release_script.sha1);
     CHECK(load(server, k_inspect_script) == k_inspect_script.sha1);
     CHECK(load(server, k_remove_wrong_type_script) == k_remove_wrong_type_script.sha1);
+    CHECK(load(server, k_fair_leave_script) == redlock::lock::k_fair_leave_script.sha1);
 }
 
 TEST_CASE("the inspect script reports a free lock as nil, -2 and no metadata") {
@@ -84,6 +86,55 @@ TEST_CASE("the round-1 acquire script returns the counter plus one and writes no
     server.command({"SET", "lock:x", "foreign"});
     CHECK(eval(server, k_acquire_script, {"t4", "60000"}) == "-1");
     CHECK(eval(server, k_acquire_single_script, {"t4", "60000"}) == "-1");
+}
+
+namespace {
+// The acquire scripts with --fair's queue: token, ticket, a 3 s drop.
+std::string fair(const RedisServer& server, const Script& script, const std::string& token,
+                 const std::string& ticket) {
+    return server.command({"EVAL", std::string(script.source), "6", "lock:x", "{lock:x}:meta",
+                           "{lock:x}:fence", "{lock:x}:queue", "{lock:x}:waiting",
+                           "{lock:x}:tickets", token, "60000", ticket, "3000"});
+}
+} // namespace
+
+TEST_CASE("with a queue, only its head acquires, and in ticket order on any server") {
+    for (const Script* script : {&k_acquire_script, &k_acquire_single_script}) {
+        RedisServer server;
+        server.command({"SET", "lock:x", "holder", "PX", "60000"});
+        // Enrolled in the order of their tickets, not of their first attempt.
+        CHECK(held_with_pttl_near(fair(server, *script, "second", "2"), 60000));
+        CHECK(held_with_pttl_near(fair(server, *script, "first", "1"), 60000));
+        CHECK(server.command({"ZRANGE", "{lock:x}:queue", "0", "-1"}) == "[first, second]");
+        CHECK(server.command({"GET", "{lock:x}:tickets"}) == "2");
+        server.command({"DEL", "lock:x"});
+        // Free, but "first" is ahead and alive: "second" is told it is held (PTTL 0).
+        CHECK(redlock::lock::held_pttl(std::stoll(fair(server, *script, "second", "2"))) == 0);
+        CHECK(fair(server, *script, "first", "1") == "1");
+        CHECK(server.command({"ZRANGE", "{lock:x}:queue", "0", "-1"}) == "[second]");
+        CHECK(server.command({"ZSCORE", "{lock:x}:waiting", "first"}) == "(nil)");
+        auto keep = std::stoll(server.command({"PTTL", "{lock:x}:queue"}));
+        CHECK((keep > 0 && keep <= 30000));
+    }
+}
+
+TEST_CASE("a silent waiter at the head of the queue is dropped") {
+    RedisServer server;
+    server.command({"ZADD", "{lock:x}:queue", "1", "dead"});
+    server.command({"ZADD", "{lock:x}:waiting", "1000", "dead"}); // its last attempt: 1970
+    CHECK(fair(server, k_acquire_script, "alive", "2") == "1");
+    CHECK(server.command({"EXISTS", "{lock:x}:queue"}) == "0");
+    CHECK(server.command({"EXISTS", "{lock:x}:waiting"}) == "0");
+}
+
+TEST_CASE("the leave script takes a waiter out of the queue") {
+    RedisServer server;
+    server.command({"SET", "lock:x", "holder", "PX", "60000"});
+    (void)fair(server, k_acquire_script, "w", "1");
+    CHECK(server.command({"EVAL", std::string(k_fair_leave_script.source), "2",
+                          "{lock:x}:queue", "{lock:x}:waiting", "w"}) == "1");
+    CHECK(server.command({"EXISTS", "{lock:x}:queue"}) == "0");
+    CHECK(server.command({"EXISTS", "{lock:x}:waiting"}) == "0");
 }
 
 TEST_CASE("the release script deletes only our token, with or without a release channel") {
