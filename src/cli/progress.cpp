@@ -83,8 +83,8 @@ std::string WaitProgress::text(Clock::time_point now) const {
         out += ", running " + command;
     }
     if (m_position)
-        out += *m_position == 0 ? "; next in line"
-                                : util::format("; {} ahead in line", *m_position);
+        out +=
+            *m_position == 0 ? "; next in line" : util::format("; {} ahead in line", *m_position);
     if (m_give_up)
         out += util::format(
             "; {} left of the wait",

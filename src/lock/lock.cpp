@@ -346,8 +346,12 @@ RenewStatus Lock::extend(Millis ttl) {
     return status == RenewStatus::pending ? RenewStatus::failed : status;
 }
 
-std::string Lock::queue_key() const { return companion_of(m_key, "queue"); }
-std::string Lock::ticket_key() const { return companion_of(m_key, "tickets"); }
+std::string Lock::queue_key() const {
+    return companion_of(m_key, "queue");
+}
+std::string Lock::ticket_key() const {
+    return companion_of(m_key, "tickets");
+}
 
 std::optional<std::vector<long long>> Lock::integers_from_majority(const std::string& command) {
     auto now = Clock::now();

@@ -6,8 +6,8 @@
 #include "support/redis_server.hpp"
 
 using redlock::lock::k_acquire_script;
-using redlock::lock::k_fair_leave_script;
 using redlock::lock::k_acquire_single_script;
+using redlock::lock::k_fair_leave_script;
 using redlock::lock::k_fence_script;
 using redlock::lock::k_inspect_script;
 using redlock::lock::k_release_script;
@@ -131,8 +131,8 @@ TEST_CASE("the leave script takes a waiter out of the queue") {
     RedisServer server;
     server.command({"SET", "lock:x", "holder", "PX", "60000"});
     (void)fair(server, k_acquire_script, "w", "1");
-    CHECK(server.command({"EVAL", std::string(k_fair_leave_script.source), "2",
-                          "{lock:x}:queue", "{lock:x}:waiting", "w"}) == "1");
+    CHECK(server.command({"EVAL", std::string(k_fair_leave_script.source), "2", "{lock:x}:queue",
+                          "{lock:x}:waiting", "w"}) == "1");
     CHECK(server.command({"EXISTS", "{lock:x}:queue"}) == "0");
     CHECK(server.command({"EXISTS", "{lock:x}:waiting"}) == "0");
 }
