@@ -152,6 +152,25 @@ std::vector<config::ServerConfig> servers_of(lock::Lock& lock) {
 
 namespace {
 
+// An attempt that some servers said yes to, but not a majority: it crossed another.
+bool split(const lock::AcquireResult& attempt) {
+    return std::ranges::any_of(attempt.servers, [](const lock::ServerResult& s) {
+        return s.vote == lock::ServerResult::Vote::yes;
+    });
+}
+
+// The spread between colliding waiters, and the largest doubling of it: a round trip
+// apart lets the first one's request reach every server, and its "acquired" come back,
+// before the next one tries. (Half or a quarter of it was measured slower: more collisions.)
+std::chrono::microseconds backoff_unit(const lock::Lock& lock) {
+    return std::max<std::chrono::microseconds>(
+        std::chrono::ceil<std::chrono::microseconds>(lock.round_trip()), 200us);
+}
+
+std::chrono::microseconds backoff_cap(const lock::Lock& lock) {
+    return std::max<std::chrono::microseconds>(backoff_unit(lock) * 32, 20ms);
+}
+
 util::Expected<Acquisition> wait_and_acquire(lock::Lock& lock, std::string_view name,
                                              std::optional<Millis> wait,
                                              process::SignalEvents& signals) {
@@ -164,6 +183,7 @@ util::Expected<Acquisition> wait_and_acquire(lock::Lock& lock, std::string_view 
     std::optional<redis::Subscription> notices; // release notices, once the lock was held
     std::optional<WaitProgress> progress;       // once waiting really starts
     bool noticed = false;                       // the last sleep ended with a release notice
+    size_t collided = 0; // over several servers: attempts in a row that a notice woke in vain
     for (;;) {
         ++attempts;
         auto attempt = lock.acquire(signals.fd());
@@ -210,6 +230,8 @@ util::Expected<Acquisition> wait_and_acquire(lock::Lock& lock, std::string_view 
                           util::format_duration(*wait));
             return Acquisition{AcquireOutcome::conflict, 0};
         }
+        if (lock.connections().size() > 1 && too_slow == 0 && (noticed || split(*attempt)))
+            ++collided;
         if (attempts == 1 && too_slow == 0)
             log::verbose("lock '{}' is held by another owner; waiting ({})", name,
                          lock::describe_round(attempt->servers));
@@ -247,14 +269,47 @@ util::Expected<Acquisition> wait_and_acquire(lock::Lock& lock, std::string_view 
             if (util::log::level() != util::log::Level::quiet)
                 read_holder(lock, name, *progress);
         }
-        noticed = false;
+        const bool spread = lock.connections().size() > 1 && !lock.fair();
         for (;;) {
-            auto next = progress ? progress->update(Clock::now()) : Clock::time_point::max();
-            if (int sig = sleep_interruptibly(signals, std::min(until, next),
-                                              notices ? &*notices : nullptr, &noticed))
-                return Acquisition{AcquireOutcome::interrupted, sig};
-            if (noticed || Clock::now() >= until)
+            noticed = false;
+            for (;;) {
+                auto next = progress ? progress->update(Clock::now()) : Clock::time_point::max();
+                if (int sig = sleep_interruptibly(signals, std::min(until, next),
+                                                  notices ? &*notices : nullptr, &noticed))
+                    return Acquisition{AcquireOutcome::interrupted, sig};
+                if (noticed || Clock::now() >= until)
+                    break;
+            }
+            if (!noticed || !spread)
                 break;
+            // A notice wakes every waiter at once. Over several servers, attempts that
+            // cross split the votes so that nobody wins, and each one's clean-up notice
+            // wakes them all again. So the waiters spread out: over a round trip per
+            // waiter the notice counted, and, as in Ethernet and Raft, over a window that
+            // doubles with each wake that came to nothing; a waiter that hears someone
+            // win in the meantime does not try at all. A lone waiter waits for nothing;
+            // --fair waiters need none of it, only the head of the queue can win.
+            auto unit = backoff_unit(lock);
+            std::chrono::microseconds window{0};
+            if (auto herd = notices->waiters(); herd && *herd > 1)
+                window = std::min<std::chrono::microseconds>(unit * (*herd - 1), 1s);
+            if (collided > 0)
+                window = std::max(window, std::min<std::chrono::microseconds>(
+                                              unit * (1L << std::min<size_t>(collided - 1, 16)),
+                                              backoff_cap(lock)));
+            auto start = std::min(Clock::now() + util::random_between(0us, window),
+                                  give_up.value_or(Clock::time_point::max()));
+            (void)notices->taken(); // from before the release
+            bool won = false;
+            while (!won && Clock::now() < start) {
+                bool ignored = false;
+                if (int sig = sleep_interruptibly(signals, start, &*notices, &ignored))
+                    return Acquisition{AcquireOutcome::interrupted, sig};
+                won = notices->taken();
+            }
+            if (!won)
+                break;
+            log::verbose("'{}' was taken by another waiter; waiting on", name);
         }
     }
 }

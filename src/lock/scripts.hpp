@@ -28,6 +28,10 @@ struct Script {
 // we are the head; else "held". The three keys expire 10 x ARGV[4] after the last attempt.
 // The holder's fields then start at ARGV[5].
 
+// Both also say "acquired" on the release channel ({<key>}:released) when they set the
+// lock, so that waiters spreading out their attempts after a release (cli/common.cpp) see
+// that someone won and need not try.
+
 // An acquire script's "held" reply, -2 - PTTL: the lock's remaining ms (-1: no expiry).
 [[nodiscard]] constexpr long long held_pttl(long long reply) {
     return -2 - reply;
@@ -66,10 +70,11 @@ if redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
     redis.call("hset", KEYS[2], unpack(ARGV, first))
     redis.call("pexpire", KEYS[2], ARGV[2])
   end
+  redis.pcall("publish", "{" .. KEYS[1] .. "}:released", "acquired")
   return (fence or 0) + 1
 end
 return -2 - redis.call("pttl", KEYS[1]))lua",
-    "e021d7e2cc58d06e0e2a6968178bc321a4e962c5"};
+    "ec711164dd5784936b97cf69d9c2eb85483bdc01"};
 
 // The whole acquisition on a single server: as k_acquire_script, and on success the
 // counter is incremented and the new fence, returned, is also recorded in the metadata.
@@ -107,10 +112,11 @@ if redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
     redis.call("hset", KEYS[2], "fence", fence, unpack(ARGV, first))
     redis.call("pexpire", KEYS[2], ARGV[2])
   end
+  redis.pcall("publish", "{" .. KEYS[1] .. "}:released", "acquired")
   return fence
 end
 return -2 - redis.call("pttl", KEYS[1]))lua",
-    "c73be8e87fcfa1947b8bfa6b2983576690abb079"};
+    "55700667f7c5fb058170ac2ff60814d447924cd7"};
 
 // Round 2 over several servers (ARGV[1] token, ARGV[2] fence): while this server still
 // holds our token, raise its counter to the fence, never lowering it, and record the fence
@@ -141,17 +147,23 @@ return 0)lua",
 
 // Compare-and-delete of the lock and its metadata (ARGV[1] token). Then, if ARGV[2] names
 // the release channel ({<key>}:released, in the key's hash slot), a notice there wakes the
-// waiters. pcall: an ACL that allows no channels must not cost the release itself.
+// waiters; it carries how many there are (PUBSUB NUMSUB), so that over several servers they
+// can spread out their attempts ("released" where the ACL does not allow NUMSUB). pcall:
+// an ACL that allows no channels must not cost the release itself.
 // Returns 1 when deleted, 0 when not ours.
 inline constexpr Script k_release_script{
     R"lua(if redis.call("get", KEYS[1]) == ARGV[1] then
   redis.call("del", KEYS[2])
   local deleted = redis.call("del", KEYS[1])
-  if ARGV[2] then redis.pcall("publish", ARGV[2], "released") end
+  if ARGV[2] then
+    local n = redis.pcall("pubsub", "numsub", ARGV[2])
+    n = type(n) == "table" and n[2]
+    redis.pcall("publish", ARGV[2], n and tostring(n) or "released")
+  end
   return deleted
 end
 return 0)lua",
-    "728abbd05b5e6d98c3b697ea40963b6291e0e17a"};
+    "55621211e2328c98881a913adbaa9b9786221b1c"};
 
 // The token, remaining TTL (ms), metadata and fence counter of a lock; {nil, -2, {}, fence}
 // when free (the counter outlives the lock: it has no TTL).

@@ -1,7 +1,9 @@
 #include "redis/subscription.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
+#include <cstdlib>
 #include <sys/socket.h>
 
 #include "redis/fanout.hpp"
@@ -10,7 +12,8 @@
 namespace redlock::redis {
 
 Subscription::Subscription(const std::vector<config::ServerConfig>& servers, std::string channel)
-    : m_channel(std::move(channel)), m_fds(servers.size()), m_refused(servers.size(), false) {
+    : m_channel(std::move(channel)), m_fds(servers.size()), m_readers(servers.size()),
+      m_refused(servers.size(), false) {
     m_conns.reserve(servers.size());
     for (const auto& s : servers)
         m_conns.emplace_back(s);
@@ -24,9 +27,11 @@ void Subscription::collect() {
             continue;
         const redisReply& reply = *outcome->reply;
         if (reply.type == REDIS_REPLY_ARRAY && reply.elements >= 1 &&
-            reply.element[0]->type == REDIS_REPLY_STRING && text(*reply.element[0]) == "subscribe")
+            reply.element[0]->type == REDIS_REPLY_STRING &&
+            text(*reply.element[0]) == "subscribe") {
             m_fds[i] = conn.detach();
-        else if (is_error(reply)) // NOPERM: this user may not use the channel
+            m_readers[i].reset(redisReaderCreate());
+        } else if (is_error(reply)) // NOPERM: this user may not use the channel
             m_refused[i] = is_auth_error(reply) || text(reply).starts_with("NOPERM");
     }
 }
@@ -67,17 +72,51 @@ void Subscription::add_pollfds(std::vector<pollfd>& fds) const {
             fds.push_back(pollfd{fd.get(), POLLIN, 0});
 }
 
+void Subscription::read_notices(size_t i, std::string_view bytes) {
+    redisReader* reader = m_readers[i].get();
+    if (!reader || redisReaderFeed(reader, bytes.data(), bytes.size()) != REDIS_OK)
+        return;
+    for (;;) {
+        void* raw = nullptr;
+        if (redisReaderGetReply(reader, &raw) != REDIS_OK) {
+            m_readers[i].reset(); // junk: it still wakes, but says nothing more
+            return;
+        }
+        if (!raw)
+            return;
+        ReplyPtr reply(static_cast<redisReply*>(raw));
+        // ["message", channel, payload]; the payload is the count of waiters, or "released".
+        if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 3 ||
+            reply->element[2]->type != REDIS_REPLY_STRING)
+            continue;
+        std::string payload(text(*reply->element[2]));
+        if (payload == "acquired") { // someone won: no release, nothing to wake for
+            m_taken = true;
+            continue;
+        }
+        m_released = true;
+        char* end = nullptr;
+        errno = 0;
+        long long count = std::strtoll(payload.c_str(), &end, 10);
+        if (errno == 0 && end != payload.c_str() && *end == '\0' && count >= 0)
+            m_waiters = std::max(m_waiters.value_or(0), count);
+    }
+}
+
 bool Subscription::drain(size_t i) {
     std::array<char, 4096> buffer{};
     for (;;) {
         ssize_t n = ::recv(m_fds[i].get(), buffer.data(), buffer.size(), MSG_DONTWAIT);
-        if (n > 0)
+        if (n > 0) {
+            read_notices(i, std::string_view(buffer.data(), static_cast<size_t>(n)));
             continue;
+        }
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
             return true;
         m_fds[i].reset(); // closed by the server (restart, CLIENT KILL) or an error
+        m_readers[i].reset();
         m_lost = true;
         return false;
     }
@@ -85,13 +124,17 @@ bool Subscription::drain(size_t i) {
 
 bool Subscription::on_events(std::span<const pollfd> fds) {
     bool woken = false;
+    m_waiters.reset();
     size_t k = 0;
     for (size_t i = 0; i < m_fds.size(); ++i) {
         if (!m_fds[i])
             continue;
         if (k < fds.size() && fds[k].fd == m_fds[i].get() && fds[k].revents != 0) {
-            (void)drain(i);
-            woken = true;
+            m_released = false;
+            // Junk that is no notice at all wakes too: better an attempt too many.
+            bool parsed = m_readers[i] != nullptr;
+            if (!drain(i) || m_released || !parsed || !m_readers[i])
+                woken = true;
         }
         ++k;
     }

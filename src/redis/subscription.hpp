@@ -4,9 +4,11 @@
 // mode. What a notice says does not matter: bytes arriving, or the connection closing,
 // both mean "something happened, look again", so nothing here parses pushes.
 
+#include <optional>
 #include <poll.h>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "config/config.hpp"
@@ -33,17 +35,27 @@ class Subscription {
 
     // A pollfd (POLLIN) for each live subscription, in order.
     void add_pollfds(std::vector<pollfd>& fds) const;
-    // After poll() on those fds: true if a notice came or a subscription was lost.
+    // After poll() on those fds: true if a release notice came or a subscription was lost.
     bool on_events(std::span<const pollfd> fds);
+    // Whether an acquire said "acquired" since the last call (someone won the lock).
+    [[nodiscard]] bool taken() { return std::exchange(m_taken, false); }
+    // How many waiters the last notices said there were (the largest count they carried),
+    // nullopt when none said (an older release, an ACL without PUBSUB NUMSUB).
+    [[nodiscard]] std::optional<long long> waiters() const { return m_waiters; }
 
   private:
     // Reads what is there; false when the connection is gone (it is closed here).
     bool drain(size_t i);
+    void read_notices(size_t i, std::string_view bytes);
     void collect();
 
     std::string m_channel;
     std::vector<Connection> m_conns;   // for connecting, AUTH, SELECT and SUBSCRIBE
     std::vector<util::UniqueFd> m_fds; // the subscribed sockets
+    std::vector<ReaderPtr> m_readers;  // and what they say
+    std::optional<long long> m_waiters;
+    bool m_released = false; // drain() read a release notice
+    bool m_taken = false;
     std::vector<bool> m_refused;
     bool m_lost = false;
 };

@@ -38,14 +38,29 @@ std::string random_token() {
     return out;
 }
 
-std::chrono::milliseconds random_between(std::chrono::milliseconds low,
-                                         std::chrono::milliseconds high) {
+namespace {
+
+// A uniformly random duration in [low, high], in any unit.
+template <typename Duration>
+Duration uniform_between(Duration low, Duration high) {
     if (high <= low)
         return low;
     uint64_t r = 0;
     fill_random(&r, sizeof r);
     auto span = static_cast<uint64_t>((high - low).count()) + 1;
-    return low + std::chrono::milliseconds(static_cast<int64_t>(r % span));
+    return low + Duration(static_cast<typename Duration::rep>(r % span));
+}
+
+} // namespace
+
+std::chrono::milliseconds random_between(std::chrono::milliseconds low,
+                                         std::chrono::milliseconds high) {
+    return uniform_between(low, high);
+}
+
+std::chrono::microseconds random_between(std::chrono::microseconds low,
+                                         std::chrono::microseconds high) {
+    return uniform_between(low, high);
 }
 
 } // namespace redlock::util

@@ -12,5 +12,7 @@ namespace redlock::util {
 // A uniformly random duration in [low, high], for retry jitter.
 [[nodiscard]] std::chrono::milliseconds random_between(std::chrono::milliseconds low,
                                                        std::chrono::milliseconds high);
+[[nodiscard]] std::chrono::microseconds random_between(std::chrono::microseconds low,
+                                                       std::chrono::microseconds high);
 
 } // namespace redlock::util

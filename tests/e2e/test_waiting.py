@@ -47,6 +47,16 @@ class WaitingTest(E2ETest):
         # The first attempt, the one right after subscribing, and the one the release woke.
         self.assertLessEqual(attempts_of(waiter.stderr), 3, waiter.stderr)
 
+    def test_notices_say_who_won_and_how_many_wait(self):
+        # What waiters over several servers spread out by: "acquired" when a lock is set,
+        # and with the release, how many are subscribed (here: this client alone).
+        with self.server.client() as c:
+            c.execute("SUBSCRIBE", "{lock:job}:released")
+            r = self.run_redlock(self.args + ["run", "-k", "job", "--", "true"])
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(c._read_reply(), ["message", "{lock:job}:released", "acquired"])
+            self.assertEqual(c._read_reply(), ["message", "{lock:job}:released", "1"])
+
     def test_a_holder_killed_without_release_is_noticed_by_expiry(self):
         h = self.holder(["-k", "job", "-t", "2s"], global_args=self.args).wait_ready()
         program = h.program_pid
@@ -158,6 +168,20 @@ class WaitingOverFiveTest(E2ETest):
         # servers' notices may wake one attempt (the first can come before the release has
         # reached a majority). Polling for that long would be many more.
         self.assertLessEqual(attempts_of(waiter.stderr), 5, waiter.stderr)
+
+    def test_a_crowd_spread_out_by_the_notices_loses_no_update(self):
+        # Twelve waiters woken together by each release, over five servers: they spread
+        # out (and step back when they hear another win) without ever holding at once.
+        self.assertCrowdLosesNoUpdate(self.args, n=12, wait="90s")
+
+    def test_without_numsub_permission_waiters_still_spread_out(self):
+        # The release cannot count the waiters ("released"): the doubling window alone.
+        rules = "on ~lock:* ~{lock:*}:* &{lock:*}:released +@all -pubsub"
+        self.servers = [self.redis_server(acl_user=(USER, PASSWORD, rules)) for _ in range(3)]
+        args = []
+        for s in self.servers:
+            args += ["-s", s.url(username=USER, password=PASSWORD)]
+        self.assertCrowdLosesNoUpdate(args, n=6, wait="90s")
 
 
 if __name__ == "__main__":
