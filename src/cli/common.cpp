@@ -301,11 +301,17 @@ util::Expected<Acquisition> wait_and_acquire(lock::Lock& lock, std::string_view 
                                   give_up.value_or(Clock::time_point::max()));
             (void)notices->taken(); // from before the release
             bool won = false;
-            while (!won && Clock::now() < start) {
-                bool ignored = false;
-                if (int sig = sleep_interruptibly(signals, start, &*notices, &ignored))
+            // Heard "acquired", and no release since: wait for the next release (or the
+            // winner's expiry). A release after it (the winner's clean-up of a split
+            // attempt) is the wake-up this sleep consumed: try.
+            while (Clock::now() < start) {
+                bool released = false;
+                if (int sig = sleep_interruptibly(signals, start, &*notices, &released))
                     return Acquisition{AcquireOutcome::interrupted, sig};
-                won = notices->taken();
+                if (released)
+                    won = false;
+                if (notices->taken())
+                    won = true;
             }
             if (!won)
                 break;

@@ -95,6 +95,7 @@ void Subscription::read_notices(size_t i, std::string_view bytes) {
             continue;
         }
         m_released = true;
+        m_taken = false; // released again since: worth a try
         char* end = nullptr;
         errno = 0;
         long long count = std::strtoll(payload.c_str(), &end, 10);

@@ -37,7 +37,8 @@ class Subscription {
     void add_pollfds(std::vector<pollfd>& fds) const;
     // After poll() on those fds: true if a release notice came or a subscription was lost.
     bool on_events(std::span<const pollfd> fds);
-    // Whether an acquire said "acquired" since the last call (someone won the lock).
+    // Whether an acquire said "acquired" since the last call (someone won the lock), and
+    // no release notice came after it.
     [[nodiscard]] bool taken() { return std::exchange(m_taken, false); }
     // How many waiters the last notices said there were (the largest count they carried),
     // nullopt when none said (an older release, an ACL without PUBSUB NUMSUB).
