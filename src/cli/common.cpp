@@ -184,6 +184,7 @@ util::Expected<Acquisition> wait_and_acquire(lock::Lock& lock, std::string_view 
     std::optional<WaitProgress> progress;       // once waiting really starts
     bool noticed = false;                       // the last sleep ended with a release notice
     size_t collided = 0; // over several servers: attempts in a row that a notice woke in vain
+    Clock::time_point holder_read{}; // when the progress line's holder was last looked up
     for (;;) {
         ++attempts;
         auto attempt = lock.acquire(signals.fd());
@@ -262,12 +263,15 @@ util::Expected<Acquisition> wait_and_acquire(lock::Lock& lock, std::string_view 
             until = std::min(until, now + lock::Lock::k_fair_heartbeat);
         if (give_up)
             until = std::min(until, *give_up);
-        // Who holds it: when the wait starts, and after a release gave it to someone else.
-        if (too_slow == 0 && (!progress || noticed)) {
+        // Who holds it: when the wait starts, and after a release gave it to someone else,
+        // but not more than once a second (the terminal line's pace): in a crowd, releases
+        // come every few ms, and each look costs every waiter a round trip.
+        if (too_slow == 0 && (!progress || (noticed && now - holder_read >= 1s))) {
             if (!progress)
                 progress.emplace(std::string(name), started, give_up);
             if (util::log::level() != util::log::Level::quiet)
                 read_holder(lock, name, *progress);
+            holder_read = now;
         }
         const bool spread = lock.connections().size() > 1 && !lock.fair();
         for (;;) {
