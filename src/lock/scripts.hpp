@@ -28,9 +28,11 @@ struct Script {
 // we are the head; else "held". The three keys expire 10 x ARGV[4] after the last attempt.
 // The holder's fields then start at ARGV[5].
 
-// Both also say "acquired" on the release channel ({<key>}:released) when they set the
-// lock, so that waiters spreading out their attempts after a release (cli/common.cpp) see
-// that someone won and need not try.
+// The round-1 script (several servers) also says "acquired" on the release channel
+// ({<key>}:released) when it sets the lock, so that waiters spreading out their attempts
+// after a release (cli/common.cpp) see that someone won and need not try. On one server
+// waiters do not spread out (votes cannot split), so the single-server script does not:
+// it would only wake every waiter for nothing.
 
 // An acquire script's "held" reply, -2 - PTTL: the lock's remaining ms (-1: no expiry).
 [[nodiscard]] constexpr long long held_pttl(long long reply) {
@@ -112,11 +114,10 @@ if redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
     redis.call("hset", KEYS[2], "fence", fence, unpack(ARGV, first))
     redis.call("pexpire", KEYS[2], ARGV[2])
   end
-  redis.pcall("publish", "{" .. KEYS[1] .. "}:released", "acquired")
   return fence
 end
 return -2 - redis.call("pttl", KEYS[1]))lua",
-    "55700667f7c5fb058170ac2ff60814d447924cd7"};
+    "c73be8e87fcfa1947b8bfa6b2983576690abb079"};
 
 // Round 2 over several servers (ARGV[1] token, ARGV[2] fence): while this server still
 // holds our token, raise its counter to the fence, never lowering it, and record the fence
