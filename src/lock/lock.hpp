@@ -161,6 +161,7 @@ class Lock {
     [[nodiscard]] std::optional<std::vector<long long>>
     integers_from_majority(const std::string& command);
     [[nodiscard]] std::string queue_key() const;
+    [[nodiscard]] std::string waiting_key() const;
     [[nodiscard]] std::string ticket_key() const;
     std::vector<ServerResult> collect() const;
     // To every server, or to those that are true in `only` (when not empty).

@@ -5,6 +5,9 @@
 // deleted, or fences could go backwards). tests/lock/scripts_test.cpp checks each SHA1 against the
 // server's SCRIPT LOAD.
 
+#include <algorithm>
+#include <array>
+#include <cstddef>
 #include <string_view>
 
 namespace redlock::lock {
@@ -34,16 +37,10 @@ struct Script {
 // waiters do not spread out (votes cannot split), so the single-server script does not:
 // it would only wake every waiter for nothing.
 
-// An acquire script's "held" reply, -2 - PTTL: the lock's remaining ms (-1: no expiry).
-[[nodiscard]] constexpr long long held_pttl(long long reply) {
-    return -2 - reply;
-}
-
-inline constexpr Script k_acquire_script{
-    R"lua(local fence = redis.call("get", KEYS[3])
-fence = fence and tonumber(fence)
-if fence == nil then return redis.error_reply("ERR fence counter " .. KEYS[3] .. " is not a number") end
-local first = 3
+// The --fair parts of both acquire scripts (see above), joined into their sources at
+// compile time: enrolment and the head-of-queue check before the SET, and leaving the
+// queue after a successful one.
+inline constexpr char k_fair_enrol[] = R"lua(local first = 3
 if #KEYS > 3 then
   first = 5
   local t = redis.call("time")
@@ -62,62 +59,72 @@ if #KEYS > 3 then
     redis.call("zrem", KEYS[5], head)
   end
 end
-if redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
-  redis.call("del", KEYS[2])
-  if #KEYS > 3 then
+)lua";
+inline constexpr char k_fair_leave[] = R"lua(  if #KEYS > 3 then
     redis.call("zrem", KEYS[4], ARGV[1])
     redis.call("zrem", KEYS[5], ARGV[1])
   end
-  if #ARGV >= first then
+)lua";
+
+namespace detail {
+// String literals joined at compile time (without their NULs), for scripts sharing parts.
+template <size_t... N>
+constexpr auto join(const char (&... parts)[N]) {
+    std::array<char, ((N - 1) + ...)> out{};
+    size_t at = 0;
+    ((std::copy_n(parts, N - 1, out.begin() + static_cast<std::ptrdiff_t>(at)), at += N - 1), ...);
+    return out;
+}
+template <size_t N>
+constexpr std::string_view view(const std::array<char, N>& text) {
+    return {text.data(), N};
+}
+} // namespace detail
+
+// An acquire script's "held" reply, -2 - PTTL: the lock's remaining ms (-1: no expiry).
+[[nodiscard]] constexpr long long held_pttl(long long reply) {
+    return -2 - reply;
+}
+
+inline constexpr auto k_acquire_text = detail::join(
+    R"lua(local fence = redis.call("get", KEYS[3])
+fence = fence and tonumber(fence)
+if fence == nil then return redis.error_reply("ERR fence counter " .. KEYS[3] .. " is not a number") end
+)lua",
+    k_fair_enrol, R"lua(if redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
+  redis.call("del", KEYS[2])
+)lua",
+    k_fair_leave, R"lua(  if #ARGV >= first then
     redis.call("hset", KEYS[2], unpack(ARGV, first))
     redis.call("pexpire", KEYS[2], ARGV[2])
   end
   redis.pcall("publish", "{" .. KEYS[1] .. "}:released", "acquired")
   return (fence or 0) + 1
 end
-return -2 - redis.call("pttl", KEYS[1]))lua",
-    "ec711164dd5784936b97cf69d9c2eb85483bdc01"};
+return -2 - redis.call("pttl", KEYS[1]))lua");
+inline constexpr Script k_acquire_script{detail::view(k_acquire_text),
+                                         "ec711164dd5784936b97cf69d9c2eb85483bdc01"};
 
 // The whole acquisition on a single server: as k_acquire_script, and on success the
 // counter is incremented and the new fence, returned, is also recorded in the metadata.
 // Held: -2 - PTTL, as k_acquire_script.
-inline constexpr Script k_acquire_single_script{
+inline constexpr auto k_acquire_single_text = detail::join(
     R"lua(local fence = redis.call("get", KEYS[3])
 if fence and tonumber(fence) == nil then return redis.error_reply("ERR fence counter " .. KEYS[3] .. " is not a number") end
-local first = 3
-if #KEYS > 3 then
-  first = 5
-  local t = redis.call("time")
-  local now = t[1] * 1000 + math.floor(t[2] / 1000)
-  local keep = tonumber(ARGV[4]) * 10
-  redis.call("zadd", KEYS[4], "NX", ARGV[3], ARGV[1])
-  redis.call("zadd", KEYS[5], now, ARGV[1])
-  if tonumber(redis.call("get", KEYS[6]) or 0) < tonumber(ARGV[3]) then redis.call("set", KEYS[6], ARGV[3]) end
-  for i = 4, 6 do redis.call("pexpire", KEYS[i], keep) end
-  while true do
-    local head = redis.call("zrange", KEYS[4], 0, 0)[1]
-    if head == nil or head == ARGV[1] then break end
-    local seen = redis.call("zscore", KEYS[5], head)
-    if seen and tonumber(seen) > now - tonumber(ARGV[4]) then return -2 - math.max(redis.call("pttl", KEYS[1]), 0) end
-    redis.call("zrem", KEYS[4], head)
-    redis.call("zrem", KEYS[5], head)
-  end
-end
-if redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
+)lua",
+    k_fair_enrol, R"lua(if redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
   redis.call("del", KEYS[2])
-  if #KEYS > 3 then
-    redis.call("zrem", KEYS[4], ARGV[1])
-    redis.call("zrem", KEYS[5], ARGV[1])
-  end
-  fence = redis.call("incr", KEYS[3])
+)lua",
+    k_fair_leave, R"lua(  fence = redis.call("incr", KEYS[3])
   if #ARGV >= first then
     redis.call("hset", KEYS[2], "fence", fence, unpack(ARGV, first))
     redis.call("pexpire", KEYS[2], ARGV[2])
   end
   return fence
 end
-return -2 - redis.call("pttl", KEYS[1]))lua",
-    "c73be8e87fcfa1947b8bfa6b2983576690abb079"};
+return -2 - redis.call("pttl", KEYS[1]))lua");
+inline constexpr Script k_acquire_single_script{detail::view(k_acquire_single_text),
+                                                "c73be8e87fcfa1947b8bfa6b2983576690abb079"};
 
 // Round 2 over several servers (ARGV[1] token, ARGV[2] fence): while this server still
 // holds our token, raise its counter to the fence, never lowering it, and record the fence

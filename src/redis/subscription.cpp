@@ -132,9 +132,9 @@ bool Subscription::on_events(std::span<const pollfd> fds) {
             continue;
         if (k < fds.size() && fds[k].fd == m_fds[i].get() && fds[k].revents != 0) {
             m_released = false;
-            // Junk that is no notice at all wakes too: better an attempt too many.
-            bool parsed = m_readers[i] != nullptr;
-            if (!drain(i) || m_released || !parsed || !m_readers[i])
+            // A lost connection wakes, and so does junk that is no notice at all (its
+            // reader is gone): better an attempt too many.
+            if (!drain(i) || m_released || !m_readers[i])
                 woken = true;
         }
         ++k;

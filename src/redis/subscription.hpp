@@ -1,8 +1,10 @@
 #pragma once
 // Waiting for a notice on one pub/sub channel on several servers at once: a lock's
 // release (lock::release_channel). Each server gets a connection of its own in subscribe
-// mode. What a notice says does not matter: bytes arriving, or the connection closing,
-// both mean "something happened, look again", so nothing here parses pushes.
+// mode. A release notice, the connection closing, or bytes that make no sense all mean
+// "something happened, look again"; what is read besides is advice for spreading out a
+// crowd of waiters: how many there are (the release's count) and "acquired" (someone won,
+// which wakes nobody).
 
 #include <optional>
 #include <poll.h>
