@@ -194,11 +194,16 @@ util::Expected<Acquisition> wait_and_acquire(lock::Lock& lock, std::string_view 
                               util::format("cannot lock '{}': {}", name, attempt.error().message));
         if (attempt->status == lock::AcquireStatus::acquired) {
             log::verbose(
-                "acquired '{}' in {} after {} attempt{} ({})", name,
+                "acquired '{}' in {} after {} attempt{}, fence {}{} ({})", name,
                 util::format(
                     "{:.1f}ms",
                     std::chrono::duration<double, std::milli>(Clock::now() - started).count()),
-                attempts, attempts == 1 ? "" : "s", lock::describe_round(attempt->servers));
+                attempts, attempts == 1 ? "" : "s", attempt->fence,
+                attempt->servers.size() == 1
+                    ? std::string()
+                    : util::format(" sent to {} of {} servers", attempt->fence_copies,
+                                   attempt->servers.size()),
+                lock::describe_round(attempt->servers));
             return Acquisition{AcquireOutcome::acquired, 0};
         }
         if (attempt->status == lock::AcquireStatus::interrupted) {

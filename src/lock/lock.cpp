@@ -167,13 +167,27 @@ util::Expected<AcquireResult> Lock::acquire(int interrupt_fd) {
     // enough servers answered that the lock is known to be held. "Too few answered" (69) is
     // judged when every server answered or failed, so that a "held" still on its way is not
     // mistaken for an outage, and the message names only servers that really failed.
+    //
+    // Once a majority said yes, the other servers get a short grace (as long again as the
+    // majority took, at least k_straggler_grace, at most a twentieth of the TTL), so that
+    // every server heard from in time gets the fence too: written to all N servers, a fence
+    // survives any minority of them restarting without its counter (see write_fence). A
+    // server frozen or down costs the grace, not a timeout.
+    std::optional<Clock::time_point> grace_end;
     auto waited = redis::wait(
         m_conns,
-        [this] {
+        [&] {
             Tally t = tally();
-            return t.won() || (t.lost() && t.yes + t.no >= t.majority());
+            if (!t.won())
+                return t.lost() && t.yes + t.no >= t.majority();
+            auto now = Clock::now();
+            if (!grace_end) {
+                auto grace = std::max<Clock::duration>(now - sent, k_straggler_grace);
+                grace_end = now + std::min<Clock::duration>(grace, m_ttl / 20);
+            }
+            return now >= *grace_end;
         },
-        interrupt_fd);
+        interrupt_fd, &grace_end);
 
     AcquireResult result;
     result.servers = collect();
@@ -197,6 +211,7 @@ util::Expected<AcquireResult> Lock::acquire(int interrupt_fd) {
             }
         if (m_conns.size() > 1)
             won = write_fence(yes_servers, fence, interrupt_fd, result.servers);
+        result.fence_copies = yes_servers.size();
         result.elapsed = Clock::now() - sent;
         if (won && Clock::now() < valid_until) {
             result.status = AcquireStatus::acquired;
@@ -244,12 +259,14 @@ util::Expected<AcquireResult> Lock::acquire(int interrupt_fd) {
 
 bool Lock::write_fence(const std::vector<size_t>& yes_servers, long long fence, int interrupt_fd,
                        std::vector<ServerResult>& results) {
+    // Always EVAL: a server that never saw this script (first contact, restarted empty)
+    // would answer an EVALSHA with NOSCRIPT, and the fallback of a write not waited for
+    // once a majority confirmed would never be sent, leaving its copy of the fence out.
     std::vector<std::string> args{m_token, std::to_string(fence)};
-    auto command = script_call(k_fence_script, true, m_key, m_meta_key, m_fence_key, args);
-    auto fallback = script_call(k_fence_script, false, m_key, m_meta_key, m_fence_key, args);
+    auto command = script_call(k_fence_script, false, m_key, m_meta_key, m_fence_key, args);
     auto now = Clock::now();
     for (size_t i : yes_servers)
-        m_conns[i].start(command, fallback, now);
+        m_conns[i].start(command, {}, now);
     const size_t majority = m_conns.size() / 2 + 1;
     auto count = [&] {
         size_t confirmed = 0, open = 0;

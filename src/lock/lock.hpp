@@ -75,6 +75,9 @@ enum class AcquireStatus {
 struct AcquireResult {
     AcquireStatus status = AcquireStatus::held;
     long long fence = 0; // when acquired
+    // Servers the fence was sent to (all that said yes in time): the fence survives
+    // counters lost on fence_copies - (N - majority) - 1 of them, any minority when all N.
+    size_t fence_copies = 0;
     Clock::time_point validity_end{};
     Clock::duration elapsed{};
     std::vector<ServerResult> servers;
@@ -116,6 +119,8 @@ class Lock {
     // attempt at least every k_fair_heartbeat.
     static constexpr Millis k_drop_waiter{3000};
     static constexpr Millis k_fair_heartbeat{1000};
+    // How long, at least, servers still to answer are waited for once a majority said yes.
+    static constexpr Millis k_straggler_grace{1};
     [[nodiscard]] bool fair() const { return m_ticket.has_value(); }
 
     // Renewal, driven by the caller's poll loop through connections().

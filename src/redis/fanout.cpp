@@ -45,7 +45,7 @@ bool any_busy(std::span<const Connection> conns) {
 }
 
 WaitResult wait(std::span<Connection> conns, const std::function<bool()>& decided,
-                int interrupt_fd) {
+                int interrupt_fd, const std::optional<Clock::time_point>* recheck_at) {
     std::vector<pollfd> fds;
     while (any_busy(conns) && !decided()) {
         fds.clear();
@@ -55,7 +55,10 @@ WaitResult wait(std::span<Connection> conns, const std::function<bool()>& decide
         add_pollfds(conns, fds);
         auto now = Clock::now();
         int timeout_ms = 0;
-        if (auto d = earliest_deadline(conns); d && *d > now)
+        auto d = earliest_deadline(conns);
+        if (recheck_at && *recheck_at && (!d || **recheck_at < *d))
+            d = *recheck_at;
+        if (d && *d > now)
             timeout_ms =
                 static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(*d - now).count());
         int rc = ::poll(fds.data(), fds.size(), timeout_ms);

@@ -29,9 +29,13 @@ enum class WaitResult { decided, interrupted };
 
 // Runs the round until `decided()` returns true or no connection is busy any more.
 // Returns `interrupted` as soon as `interrupt_fd` (if >= 0) becomes readable, leaving the
-// requests in flight. Connections still busy after a decision are abandoned.
+// requests in flight. Connections still busy after a decision are abandoned. When
+// `recheck_at` points at a time (which `decided` may set or move), poll() wakes by then
+// too, so that a rule that depends on time ("a majority, then a short grace") is judged
+// on time even when no reply arrives.
 WaitResult wait(std::span<Connection> conns, const std::function<bool()>& decided,
-                int interrupt_fd = -1);
+                int interrupt_fd = -1,
+                const std::optional<Clock::time_point>* recheck_at = nullptr);
 
 } // namespace redlock::redis
 
