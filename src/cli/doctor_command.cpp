@@ -44,27 +44,31 @@ int doctor_command(const DoctorOptions& options, const config::Config& config) {
     auto conns = redis::connect_all(config.servers);
     auto reports = doctor::examine(conns, config.ttl, config.key_prefix);
 
-    size_t risks = 0, unreachable = 0, notes = 0;
-    bool auth = false;
+    size_t risks = 0, unreachable = 0, refused = 0, notes = 0;
     for (const auto& r : reports) {
-        unreachable += !r.reachable;
-        auth |= r.auth_error;
+        unreachable += !r.reachable && !r.auth_error;
+        refused += r.auth_error;
         for (const auto& c : r.checks) {
             risks += c.level == doctor::Level::risk;
             notes += c.level == doctor::Level::note;
         }
     }
+    // Each server that could not be checked is said once, on stderr. When none could be,
+    // stdout stays empty: nothing there may look like a result.
+    const bool none_checked = unreachable + refused == reports.size();
 
     std::string out;
-    if (options.json) {
+    if (options.json && !none_checked) {
         util::JsonWriter json;
         json.begin_object()
-            .field("ok", risks == 0 && unreachable == 0)
+            .field("ok", risks == 0 && unreachable == 0 && refused == 0)
             .field("risks", risks)
-            .field("unreachable", unreachable);
+            .field("unreachable", unreachable)
+            .field("refused", refused);
         json.key("servers").begin_array();
         for (const auto& r : reports) {
             json.begin_object().field("server", r.server).field("reachable", r.reachable);
+            json.field("refused", r.auth_error);
             json.key("error");
             r.reachable ? json.null() : json.value(r.error);
             if (r.reachable) {
@@ -90,14 +94,10 @@ int doctor_command(const DoctorOptions& options, const config::Config& config) {
         }
         json.end_array().end_object();
         out = json.str();
-    } else {
+    } else if (!options.json) {
         for (const auto& r : reports) {
-            if (!r.reachable) {
-                out +=
-                    util::format("{}  {}: {}\n", r.server, r.auth_error ? "REFUSED" : "UNREACHABLE",
-                                 util::printable(r.error));
+            if (!r.reachable)
                 continue;
-            }
             // What the server reports (INFO, error texts) is shown through util::printable.
             out += util::format(
                 "{}  redis {}, {}, round trip {:.2f}ms\n", r.server,
@@ -111,22 +111,28 @@ int doctor_command(const DoctorOptions& options, const config::Config& config) {
                                     wrap(util::printable(c.message), 80 - 21, 21));
             }
         }
-        if (unreachable > 0)
-            out += util::format("{} of {} servers unreachable\n", unreachable, reports.size());
-        else if (risks > 0)
+        // "Fit" covers every server, so it is said only when every one was checked.
+        if (risks > 0)
             out += util::format("{} risk{} found: one lock could be handed to two holders\n", risks,
                                 risks == 1 ? "" : "s");
-        else
-            out += util::format("all {} server{} fit for locking{}\n", reports.size(),
-                                reports.size() == 1 ? "" : "s", notes ? " (see the notes)" : "");
+        else if (unreachable + refused == 0)
+            out += util::format("{} fit for locking{}\n",
+                                reports.size() == 1
+                                    ? std::string("the server is")
+                                    : util::format("all {} servers are", reports.size()),
+                                notes == 0   ? ""
+                                : notes == 1 ? " (see the note)"
+                                             : " (see the notes)");
     }
-    if (!print_stdout(out))
+    if (!out.empty() && !print_stdout(out))
         return util::exit_code::internal;
     for (const auto& r : reports)
         if (!r.reachable)
-            util::log::error("cannot check {}: {}", r.server, r.error);
+            util::log::error("cannot check {}: {}", r.server, util::printable(r.error));
+    if (refused > 0)
+        return util::exit_code::auth;
     if (unreachable > 0)
-        return auth ? util::exit_code::auth : util::exit_code::unavailable;
+        return util::exit_code::unavailable;
     return risks > 0 ? 1 : 0;
 }
 

@@ -21,7 +21,7 @@ namespace log = util::log;
 
 const char* server_state(const lock::ServerView& s) {
     if (!s.reachable)
-        return "unreachable";
+        return s.auth_error ? "refused" : "unreachable";
     if (s.wrong_type)
         return "wrong_type";
     return s.token ? "held" : "free";
@@ -138,7 +138,7 @@ void print_view(std::string& out, const lock::LockView& view) {
         out += "  servers\n";
         for (const auto& s : view.servers) {
             if (!s.reachable)
-                out += util::format("    {:<22} unreachable: {}\n", s.server,
+                out += util::format("    {:<22} {}: {}\n", s.server, server_state(s),
                                     util::printable(s.error));
             else if (s.wrong_type)
                 out += util::format("    {:<22} {} {}\n", s.server, k_wrong_type_text,
@@ -171,6 +171,11 @@ int status_command(const StatusOptions& options, const config::Config& config) {
     for (const auto& name : options.names)
         views.push_back(lock::inspect(conns, config.key_prefix, name));
 
+    // No server could be read: the error says so once, and stdout carries nothing that
+    // looks like a result.
+    for (const auto& v : views)
+        if (v.reachable == 0)
+            return report(lock::unreadable_error(v.servers));
     std::string out;
     if (options.json) {
         out = locks_json(views);
@@ -180,15 +185,16 @@ int status_command(const StatusOptions& options, const config::Config& config) {
     }
     if (!print_stdout(out))
         return util::exit_code::internal;
-    for (const auto& v : views)
-        if (v.reachable == 0)
-            return report(lock::unreadable_error(v.servers));
     return 0;
 }
 
 int list_command(const ListOptions& options, const config::Config& config) {
     auto conns = redis::connect_all(config.servers);
     auto found = lock::list_names(conns, config.key_prefix, options.pattern);
+    // Each failure is said once: as the error when no server could be scanned (and then
+    // nothing on stdout), otherwise as a note next to what the others listed.
+    if (found.scanned == 0 && !found.failures.empty())
+        return report(lock::unreadable_error(found.failures));
     for (const auto& f : found.failures)
         log::error("cannot list locks on {}: {}", f.server, f.error);
     std::vector<lock::LockView> views;
@@ -225,8 +231,6 @@ int list_command(const ListOptions& options, const config::Config& config) {
     }
     if (!print_stdout(out))
         return util::exit_code::internal;
-    if (found.scanned == 0 && !found.failures.empty())
-        return report(lock::unreadable_error(found.failures));
     return 0;
 }
 

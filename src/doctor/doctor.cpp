@@ -58,10 +58,23 @@ std::optional<std::string> config_value(const redisReply* reply) {
     return std::string(redis::text(*reply->element[1]));
 }
 
+// Sends one command to every server still reachable, at once, and waits for them all. A
+// server that failed once (timed out, refused us) is not asked again in this run: a frozen
+// server costs one timeout, not one per check.
+void ask(std::span<Connection> conns, const std::vector<ServerReport>& reports,
+         std::span<const std::string_view> argv) {
+    const std::string command = redis::encode_command(argv);
+    auto now = redis::Clock::now();
+    for (size_t i = 0; i < conns.size(); ++i)
+        if (reports[i].reachable)
+            conns[i].start(command, {}, now);
+    (void)redis::wait(conns, [] { return false; });
+}
+
 void config_get(std::span<Connection> conns, std::vector<ServerReport>& reports,
                 std::string_view name, std::optional<std::string> ServerReport::*field) {
     std::array<std::string_view, 3> argv{"CONFIG", "GET", name};
-    redis::request_all(conns, redis::encode_command(argv));
+    ask(conns, reports, argv);
     for (size_t i = 0; i < conns.size(); ++i)
         if (reports[i].reachable)
             reports[i].*field = config_value(reply_of(conns[i], reports[i]));
@@ -176,10 +189,12 @@ std::vector<ServerReport> examine(std::span<Connection> conns, std::chrono::mill
 
     // Round-trip latency: the median of a few PINGs (the first one also connects).
     std::array<std::string_view, 1> ping{"PING"};
-    redis::request_all(conns, redis::encode_command(ping));
+    ask(conns, reports, ping);
+    for (size_t i = 0; i < conns.size(); ++i)
+        (void)reply_of(conns[i], reports[i]); // records a failure: not asked again
     std::vector<std::vector<double>> samples(conns.size());
     for (int n = 0; n < 5; ++n) {
-        redis::request_all(conns, redis::encode_command(ping));
+        ask(conns, reports, ping);
         for (size_t i = 0; i < conns.size(); ++i) {
             const auto* r = reply_of(conns[i], reports[i]);
             if (r && redis::is_error(*r) && reports[i].reachable) {
@@ -202,13 +217,13 @@ std::vector<ServerReport> examine(std::span<Connection> conns, std::chrono::mill
     }
 
     std::array<std::string_view, 2> info_server{"INFO", "server"};
-    redis::request_all(conns, redis::encode_command(info_server));
+    ask(conns, reports, info_server);
     for (size_t i = 0; i < conns.size(); ++i)
         if (const auto* r = answer_of(conns[i], reports[i]))
             reports[i].version = info_field(redis::text(*r), "redis_version");
 
     std::array<std::string_view, 2> info_repl{"INFO", "replication"};
-    redis::request_all(conns, redis::encode_command(info_repl));
+    ask(conns, reports, info_repl);
     for (size_t i = 0; i < conns.size(); ++i)
         if (const auto* r = answer_of(conns[i], reports[i])) {
             reports[i].role = info_field(redis::text(*r), "role");
@@ -219,7 +234,7 @@ std::vector<ServerReport> examine(std::span<Connection> conns, std::chrono::mill
     config_get(conns, reports, "maxmemory-policy", &ServerReport::maxmemory_policy);
     {
         std::array<std::string_view, 3> argv{"CONFIG", "GET", "maxmemory"};
-        redis::request_all(conns, redis::encode_command(argv));
+        ask(conns, reports, argv);
         for (size_t i = 0; i < conns.size(); ++i)
             if (reports[i].reachable)
                 if (auto v = config_value(reply_of(conns[i], reports[i])))
@@ -231,7 +246,7 @@ std::vector<ServerReport> examine(std::span<Connection> conns, std::chrono::mill
     // Clock offset: the server's TIME against the midpoint of our request's round trip.
     std::array<std::string_view, 1> time{"TIME"};
     auto before = std::chrono::system_clock::now();
-    redis::request_all(conns, redis::encode_command(time));
+    ask(conns, reports, time);
     for (size_t i = 0; i < conns.size(); ++i) {
         const auto* r = reply_of(conns[i], reports[i]);
         if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2)
@@ -243,7 +258,9 @@ std::vector<ServerReport> examine(std::span<Connection> conns, std::chrono::mill
         double local_us = static_cast<double>(
             std::chrono::duration_cast<std::chrono::microseconds>(midpoint.time_since_epoch())
                 .count());
-        reports[i].clock_offset_ms = (server_us - local_us) / 1000.0;
+        double offset = (server_us - local_us) / 1000.0;
+        // Shown to 0.1 ms: an offset that rounds to zero is +0.0, never -0.0.
+        reports[i].clock_offset_ms = std::abs(offset) < 0.05 ? 0.0 : offset;
     }
 
     // What run sends: EVAL (a server's first contact, every release) and EVALSHA (after),
@@ -262,7 +279,7 @@ std::vector<ServerReport> examine(std::span<Connection> conns, std::chrono::mill
                                              probe,
                                              probe_meta,
                                              probe_fence};
-        redis::request_all(conns, redis::encode_command(argv));
+        ask(conns, reports, argv);
         for (size_t i = 0; i < conns.size(); ++i) {
             if (!reports[i].scripts_ok)
                 continue;

@@ -2,9 +2,10 @@
 unreachable servers, and the --json shape (parsed back with json.loads)."""
 
 import json
+import time
 import unittest
 
-from redlock_e2e import E2ETest, RedisError, wait_until
+from redlock_e2e import SLACK, E2ETest, RedisError, wait_until
 
 CLEAN = ["--maxmemory-policy", "noeviction", "--appendonly", "no"]
 LEVELS = {"ok", "note", "risk"}
@@ -141,6 +142,63 @@ class DoctorTest(E2ETest):
         self.assertIs(by_server[f"127.0.0.1:{good.port}"]["reachable"], True)
         self.assertEqual(self.checks(by_server[f"127.0.0.1:{good.port}"])["eviction"]["level"],
                          "ok")
+
+    def test_an_unreachable_server_is_said_once_and_nothing_looks_like_a_result(self):
+        dead = self.redis_server()
+        dead_url = dead.url()
+        dead.kill()
+        for args in ([], ["--json"]):
+            r = self.doctor([dead_url], *args)
+            self.assertStatus(r, 69)
+            self.assertEqual(r.stdout, "")
+            self.assertEqual(len(r.stderr.splitlines()), 1, r.stderr)
+            self.assertIn(f"cannot check 127.0.0.1:{dead.port}", r.stderr)
+        # Next to a healthy server: its report, no verdict over servers not checked.
+        good = self.redis_server(extra_args=CLEAN)
+        r = self.doctor([good, dead_url])
+        self.assertStatus(r, 69)
+        self.assertNotIn(f":{dead.port}", r.stdout)
+        self.assertNotIn("fit for locking", r.stdout)
+        self.assertNotIn("unreachable", r.stdout)
+
+    def test_a_refused_password_is_refused_not_unreachable(self):
+        locked = self.redis_server(requirepass="right", extra_args=CLEAN)
+        r = self.doctor([locked.url(password="wrong")])
+        self.assertStatus(r, 77)
+        self.assertEqual(r.stdout, "")
+        self.assertIn("authentication refused", r.stderr)
+        self.assertNotIn("unreachable", r.stderr)
+        good = self.redis_server(extra_args=CLEAN)
+        doc = self.doctor_json([good, locked.url(password="wrong")], 77)
+        self.assertEqual((doc["unreachable"], doc["refused"]), (0, 1))
+        self.assertIs(doc["servers"][1]["refused"], True)
+
+    def test_the_verdict_is_worded_for_one_server_and_for_several(self):
+        one = self.redis_server(extra_args=CLEAN)
+        r = self.doctor([one])
+        self.assertIn("the server is fit for locking (see the note)", r.stdout)
+        self.assertNotIn("-0.0ms", r.stdout)
+        two = self.redis_server(extra_args=CLEAN)
+        r = self.doctor([one, two])
+        self.assertIn("all 2 servers are fit for locking (see the notes)", r.stdout)
+
+    def test_a_frozen_server_costs_one_timeout_not_one_per_check(self):
+        # Before: 17 checks one after another, each waiting out the 1 s command timeout.
+        frozen = self.redis_server(extra_args=CLEAN)
+        good = self.redis_server(extra_args=CLEAN)
+        frozen.freeze()
+        try:
+            started = time.monotonic()
+            r = self.doctor([frozen, good])
+            took = time.monotonic() - started
+        finally:
+            frozen.thaw()
+        self.assertStatus(r, 69)
+        self.assertIn(f"127.0.0.1:{good.port}  redis", r.stdout)
+        self.assertIn("timed out", r.stderr)
+        # One connect or command timeout (1 s each) and the healthy server's checks; well
+        # under two of them even on a loaded machine (the old behaviour took 17).
+        self.assertLess(took, 6 * SLACK, r.stderr)
 
     def test_replication_is_a_risk_on_the_replica_and_on_the_master(self):
         master = self.redis_server(extra_args=CLEAN + ["--repl-diskless-sync-delay", "0"])

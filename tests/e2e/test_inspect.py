@@ -213,6 +213,26 @@ class StatusTest(InspectTestBase):
                 self.assertStatus(r, 69)
                 self.assertIn(name, r.stderr)
                 self.assertMessages(r.stderr)
+                # One failure, one message; nothing on stdout that looks like a result.
+                self.assertEqual(r.stdout, "")
+                self.assertEqual(len(r.stderr.splitlines()), 1, r.stderr)
+
+    def test_a_refused_password_is_called_refused_not_unreachable(self):
+        locked = self.redis_server(requirepass="right")
+        others = [self.redis_server() for _ in range(2)]
+        urls = [locked.url(password="wrong")] + [s.url() for s in others]
+        r = self.redlock(urls, "status", "job")
+        self.assertStatus(r, 0)
+        line = [l for l in r.stdout.splitlines() if f":{locked.port}" in l]
+        self.assertEqual(len(line), 1, r.stdout)
+        self.assertIn("refused: authentication refused", line[0])
+        self.assertNotIn("unreachable", r.stdout)
+        r = self.redlock(urls, "status", "--json", "job")
+        states = [s["state"] for s in self.json_of(r)["locks"][0]["servers"]]
+        self.assertEqual(states, ["refused", "free", "free"])
+        r = self.redlock(urls[:1], "status", "job")
+        self.assertStatus(r, 77)
+        self.assertEqual(r.stdout, "")
 
 
 class FiveServerTest(InspectTestBase):
@@ -377,9 +397,13 @@ class ListSingleServerTest(InspectTestBase):
 
     def test_list_with_the_server_down_exits_69(self):
         url, name = self.dead_server_url()
-        r = self.redlock([url], "list")
-        self.assertStatus(r, 69)
-        self.assertIn(name, r.stderr)
+        for json_flag in ([], ["--json"]):
+            r = self.redlock([url], "list", *json_flag)
+            self.assertStatus(r, 69)
+            self.assertIn(name, r.stderr)
+            # The error once; no table header or {"locks": []} for what was not read.
+            self.assertEqual(len(r.stderr.splitlines()), 1, r.stderr)
+            self.assertEqual(r.stdout, "")
 
 
 # ---------------------------------------------------------------------------------------
@@ -725,7 +749,9 @@ class HostileBytesTest(InspectTestBase):
                 self.assertNotIn(b"\x1b", r.stdout_bytes)
                 self.assertMessages(r.stderr)
                 self.assertNotIn("\x1b", r.stderr)
-                if "--json" in args:
+                if r.returncode == 69:
+                    self.assertEqual(r.stdout_bytes, b"")  # nothing was read
+                elif "--json" in args:
                     self.strict_json(r)
                 else:
                     self.assertTerminalSafe(r)
