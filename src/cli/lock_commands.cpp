@@ -138,6 +138,16 @@ int acquire_command(const AcquireOptions& options, const config::Config& config)
     return 0;
 }
 
+namespace {
+
+// extend and release with a token that no longer holds the lock: one message for both.
+int not_held_with_token(std::string_view name) {
+    log::note("lock '{}' is not held with that token (released, expired or taken over)", name);
+    return util::exit_code::conflict;
+}
+
+} // namespace
+
 int extend_command(const ExtendOptions& options, const config::Config& config) {
     auto lock = make_lock(config, options.name, options.token, options.ttl);
     switch (lock.extend(options.ttl)) {
@@ -146,16 +156,11 @@ int extend_command(const ExtendOptions& options, const config::Config& config) {
                      lock::describe_round(lock.last_round()));
         return 0;
     case lock::RenewStatus::not_ours:
-        log::note("lock '{}' is not held with that token (released, expired or taken over)",
-                  options.name);
-        return util::exit_code::conflict;
+        return not_held_with_token(options.name);
     default: {
         auto c = count_round(lock.last_round());
-        if (c.answered >= c.majority()) {
-            log::note("lock '{}' is not held with that token on a majority of servers",
-                      options.name);
-            return util::exit_code::conflict;
-        }
+        if (c.answered >= c.majority())
+            return not_held_with_token(options.name);
         auto error = lock::quorum_error(lock.last_round());
         return report(
             util::Error{error.kind, util::format("cannot extend '{}': {}; extended on {} of {}",
@@ -175,11 +180,8 @@ int release_command(const ReleaseOptions& options, const config::Config& config)
             note_release(options.name, results);
             return 0;
         }
-        if (c.answered >= c.majority() || c.answered == c.total) {
-            log::note("lock '{}' is not held with that token (already released or expired)",
-                      options.name);
-            return util::exit_code::conflict;
-        }
+        if (c.answered >= c.majority() || c.answered == c.total)
+            return not_held_with_token(options.name);
         auto error = lock::quorum_error(results);
         return report(util::Error{
             error.kind, util::format("cannot release '{}': {}", options.name, error.message)});
@@ -217,9 +219,12 @@ int release_command(const ReleaseOptions& options, const config::Config& config)
     for (const auto& s : view.servers)
         if (s.token && tokens.find(*s.token) == std::string::npos)
             tokens += (tokens.empty() ? "" : ", ") + util::printable(*s.token);
-    bool printed = print_stdout(util::format("released '{}' on {} of {} server{}: held by {}{}\n",
-                                             options.name, deleted, view.servers.size(),
-                                             view.servers.size() == 1 ? "" : "s", who,
+    const std::string where =
+        view.servers.size() == 1
+            ? std::string()
+            : util::format(" on {} of {} servers", deleted, view.servers.size());
+    bool printed = print_stdout(util::format("released '{}'{}: held by {}{}\n", options.name, where,
+                                             who,
                                              tokens.empty() ? std::string() : ", token " + tokens));
     if (deleted < holding)
         log::note("the lock changed on {} server{} while it was being released; run status again",

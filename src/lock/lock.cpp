@@ -483,9 +483,12 @@ util::Error quorum_error(const std::vector<ServerResult>& servers) {
     auto kind = auth ? util::ErrorKind::auth : util::ErrorKind::unavailable;
     if (servers.size() == 1)
         return util::Error{kind, causes};
-    return util::Error{kind,
-                       util::format("only {} of {} servers answered, {} needed ({})", answered,
-                                    servers.size(), servers.size() / 2 + 1, causes)};
+    const size_t needed = servers.size() / 2 + 1;
+    if (answered == 0)
+        return util::Error{kind, util::format("none of the {} servers answered, {} needed ({})",
+                                              servers.size(), needed, causes)};
+    return util::Error{kind, util::format("only {} of {} servers answered, {} needed ({})",
+                                          answered, servers.size(), needed, causes)};
 }
 
 } // namespace redlock::lock

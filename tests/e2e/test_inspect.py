@@ -474,7 +474,8 @@ class ForceReleaseTest(InspectTestBase):
                     self.assertEqual(rc, 0, proc.stderr)
                     self.assertKeyGone(self.server, "lock:asked")
                 else:
-                    self.assertNotEqual(rc, 0, proc.stderr)
+                    self.assertEqual(rc, 75, proc.stderr)  # documented: the lock is held
+                    self.assertIn("left as it is", proc.stderr)
                     self.assertEqual(self.server.command("GET", "lock:asked"), "tok-n")
                     self.server.command("DEL", "lock:asked")
 
@@ -635,6 +636,9 @@ class AcquireExtendReleaseTest(InspectTestBase):
         self.assertStatus(r, 75)
         r = self.redlock([self.url], "release", "py", "--token", "other")
         self.assertStatus(r, 75)
+        e = self.redlock([self.url], "extend", "py", "--token", "other")
+        self.assertStatus(e, 75)
+        self.assertEqual(e.stderr, r.stderr)  # the same situation, the same message
         self.assertEqual(self.server.command("GET", "lock:py"), "py-token")
         r = self.redlock([self.url], "release", "py", "--token", "py-token")
         self.assertStatus(r, 0)
@@ -783,7 +787,7 @@ class BadServersTest(InspectTestBase):
 
         r = self.redlock([url], "release", "hashed", "--force", "--yes")
         self.assertStatus(r, 0)
-        self.assertEqual(r.stdout, "released 'hashed' on 1 of 1 server: held by a key that is "
+        self.assertEqual(r.stdout, "released 'hashed': held by a key that is "
                                    "not a redlock lock (wrong type)\n")
         self.assertEqual(server.command("EXISTS", "lock:hashed"), 0)
         # A string under the key again is a lock like any other.
