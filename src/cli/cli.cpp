@@ -48,23 +48,63 @@ std::string version_text() {
                         HIREDIS_MINOR, HIREDIS_PATCH);
 }
 
-// A password given in a -s URL would show in `ps` for as long as redlock runs; overwrite it
-// in our argv now that CLI11 has its own copy (what the mysql client does).
+// A password given in a -s URL would show in `ps` for as long as redlock runs; replace it
+// in our argv with "***" now that CLI11 has its own copy (what the mysql client does).
+// The mask must not tell the password's length, and zeroed bytes would (ps and
+// /proc/PID/cmdline show them as empty words). So when the masked command line is
+// shorter, it is written as one string, words joined by spaces, as setproctitle(3) does:
+// the argument area ends in a byte that is not NUL, which tells the kernel to show
+// /proc/PID/cmdline only up to the first NUL. Nothing reads argv after this.
+// Where the URL starts in an argument: "-sredis://..." and "--server=redis://..." carry
+// it inside the option.
+size_t url_offset(std::string_view arg) {
+    if (arg.starts_with("-s") && !arg.starts_with("--"))
+        return 2;
+    size_t eq = arg.rfind('=', arg.find("://"));
+    return eq == std::string_view::npos ? 0 : eq + 1;
+}
+
 void mask_passwords(int argc, char** argv, int program_start) {
+    std::vector<std::string> args(argv, argv + argc);
+    bool masked = false;
     for (int i = 1; i < program_start && i < argc; ++i) {
-        std::string_view arg(argv[i]);
+        std::string_view arg(args[i]);
         if (arg == "--")
             break;
-        auto scheme = arg.find("://");
-        if (scheme == std::string_view::npos)
+        if (arg.find("://") == std::string_view::npos)
             continue;
-        // "-sredis://..." and "--server=redis://..." carry the URL inside the option.
-        size_t url_start = arg.rfind('=', scheme);
-        url_start = url_start == std::string_view::npos ? 0 : url_start + 1;
-        if (arg.starts_with("-s") && !arg.starts_with("--"))
-            url_start = 2;
+        const size_t url_start = url_offset(arg);
+        if (auto range = config::find_url_password(arg.substr(url_start))) {
+            args[i].replace(url_start + range->first, range->second, "***");
+            masked = true;
+        }
+    }
+    if (!masked)
+        return;
+    size_t area = 0, needed = 0;
+    bool contiguous = true;
+    for (int i = 0; i < argc; ++i) {
+        contiguous &= i == 0 || argv[i] == argv[i - 1] + std::strlen(argv[i - 1]) + 1;
+        area += std::strlen(argv[i]) + 1;
+        needed += args[i].size() + 1;
+    }
+    if (contiguous && needed < area) {
+        std::string line;
+        for (const auto& a : args)
+            line += (line.empty() ? "" : " ") + a;
+        std::memcpy(argv[0], line.c_str(), line.size() + 1);
+        std::memset(argv[0] + line.size() + 1, ' ', area - line.size() - 1);
+        return;
+    }
+    // The same length (a three-character password), or not laid out as expected: each
+    // password overwritten where it is, with as many '*'.
+    for (int i = 1; i < argc; ++i) {
+        if (args[i] == argv[i])
+            continue;
+        std::string_view arg(argv[i]);
+        const size_t url_start = url_offset(arg);
         if (auto range = config::find_url_password(arg.substr(url_start)))
-            std::memset(argv[i] + url_start + range->first, 'x', range->second);
+            std::memset(argv[i] + url_start + range->first, '*', range->second);
     }
 }
 

@@ -43,7 +43,9 @@ ServerResult classify(const redis::Connection& conn) {
         r.detail = outcome->failure->detail;
         r.auth_failure = outcome->failure->kind == redis::FailureKind::auth;
         r.abandoned = outcome->failure->kind == redis::FailureKind::abandoned;
-        r.written = outcome->written;
+        // AUTH refused: the request pipelined behind it was refused too, so it did not run
+        // (an error reply from a script, below, may come after the script wrote).
+        r.written = outcome->written && !r.auth_failure;
         return r;
     }
     const redisReply& reply = *outcome->reply;
@@ -227,8 +229,9 @@ util::Expected<AcquireResult> Lock::acquire(int interrupt_fd) {
     result.elapsed = Clock::now() - sent;
 
     // Not acquired. Servers that said "held" cannot have our token, nor can those the
-    // request never reached (still connecting: a host slow to accept); every other one
-    // might (a yes, or a SET that landed after we stopped listening), so release there.
+    // request never reached (still connecting: a host slow to accept, or AUTH refused);
+    // every other one might (a yes, or a SET that landed after we stopped listening), so
+    // release there.
     std::vector<bool> to_release;
     bool any_to_release = false;
     for (const auto& r : result.servers) {
@@ -448,9 +451,12 @@ std::vector<ServerResult> Lock::release(ReleaseWait until, const std::vector<boo
         return true;
     });
     auto results = collect();
-    for (auto& r : results)
-        if (r.vote == Vote::yes)
-            r.detail = "released";
+    for (size_t i = 0; i < results.size(); ++i) {
+        if (!only.empty() && !only[i]) // what it holds is an earlier round's outcome
+            results[i] = ServerResult{.server = results[i].server, .detail = "not asked"};
+        else if (results[i].vote == Vote::yes)
+            results[i].detail = "released";
+    }
     return results;
 }
 

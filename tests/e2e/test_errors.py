@@ -108,6 +108,12 @@ class ErrorsTest(E2ETest):
             cmdline = f.read()
         self.assertNotIn(b"ps-Secret-77", cmdline)
         self.assertIn(b"run", cmdline)  # it is redlock's own command line we read
+        # The mask is a fixed string that tells nothing of the length: no run of x or *
+        # as long as the password, no trailing empty words in its place.
+        text = cmdline.rstrip(b"\0").replace(b"\0", b" ")
+        self.assertIn(b"redis://:***@127.0.0.1:", text)
+        self.assertNotIn(b"*" * 4, text)
+        self.assertFalse(text.endswith(b" "), cmdline)
         # also with the user:password@ form and the option glued to its value
         server2 = self.redis_server(acl_user=("locker", "glued-Pw-5", LOCK_ACL_RULES))
         pid_file2 = self.path("pid2")
@@ -117,7 +123,9 @@ class ErrorsTest(E2ETest):
                                  pid_file2])
         self.kill_at_cleanup(read_pid_file(pid_file2, proc=h2))
         with open(f"/proc/{h2.pid}/cmdline", "rb") as f:
-            self.assertNotIn(b"glued-Pw-5", f.read())
+            cmdline = f.read()
+        self.assertNotIn(b"glued-Pw-5", cmdline)
+        self.assertIn(b"--server=redis://locker:***@127.0.0.1:", cmdline)
 
     # -- usage errors
 
