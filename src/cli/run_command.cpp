@@ -218,11 +218,16 @@ class Supervisor {
         m_lock.abandon_renewal(now);
         if (at_once) // someone else may hold it already: do not wait for the lease to run out
             m_lost_kill_at = std::min(kill_at(), now + std::min<Millis>(m_schedule.grace, 5s));
-        // Signal first, then write: a message to a closed stderr must not delay the TERM.
+        // Said before PROGRAM's own reaction to TERM can reach the terminal, but only if
+        // stderr takes it at once: a full pipe or a terminal stopped by ^S must not delay
+        // the TERM (then it is said after).
+        const auto message = util::format("lost the lock '{}': {}; stopping PROGRAM", m_name, why);
+        const bool said = log::write_if_ready(message);
         m_child.signal_tree(SIGTERM);
         m_child.signal_tree(SIGCONT); // a stopped process acts on TERM only once continued
         m_watchdog.lost(kill_at());
-        log::error("lost the lock '{}': {}; stopping PROGRAM", m_name, why);
+        if (!said)
+            log::write(message);
     }
 
     void handle_signals(Clock::time_point now) {

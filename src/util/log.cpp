@@ -1,6 +1,7 @@
 #include "util/log.hpp"
 
 #include <cerrno>
+#include <poll.h>
 #include <unistd.h>
 
 #include "util/text.hpp"
@@ -16,6 +17,14 @@ void set_level(Level level) {
 }
 Level level() {
     return g_level;
+}
+
+bool write_if_ready(std::string_view text) {
+    pollfd p{STDERR_FILENO, POLLOUT, 0};
+    if (::poll(&p, 1, 0) != 1 || (p.revents & POLLOUT) == 0)
+        return false;
+    write(text);
+    return true;
 }
 
 void write(std::string_view text) {

@@ -21,6 +21,10 @@ void set_level(Level level);
 // are not UTF-8 are escaped (util::printable), so a message is always exactly one line.
 void write(std::string_view text);
 
+// Writes the line only if stderr can take it at once (poll says writable: a pipe with
+// room for it, a terminal not stopped by ^S); false when it was not written.
+[[nodiscard]] bool write_if_ready(std::string_view text);
+
 template <typename... Args>
 void error(std::string_view fmt, const Args&... args) {
     write(util::format(fmt, args...));

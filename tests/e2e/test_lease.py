@@ -62,6 +62,19 @@ class LeaseTest(E2ETest):
         self.assertEqual(proc.wait(30.0), 79, proc.stderr)
         self.assertMessages(proc.stderr)
 
+    def test_the_lost_lease_is_said_before_program_reacts_to_term(self):
+        ready = self.path("ready")
+        proc = self.start_redlock(
+            ["-s", self.url, "run", "-k", "said", "-t", "1s", "--", "sh", "-c",
+             'trap "echo program got TERM >&2; exit 1" TERM; : > "$1"; '
+             'while :; do sleep 0.05; done', "sh", ready])
+        wait_until(lambda: os.path.exists(ready), 15, message="PROGRAM", proc=proc)
+        self.server.command("SET", "lock:said", "someone-else")  # taken over
+        self.assertEqual(proc.wait(30.0), 79, proc.stderr)
+        err = proc.stderr
+        self.assertIn("program got TERM", err)
+        self.assertLess(err.index("lost the lock 'said'"), err.index("program got TERM"), err)
+
     def test_lease_is_renewed_while_program_runs(self):
         token_file, done = self.path("token"), self.path("done")
         proc = self.start_redlock(
