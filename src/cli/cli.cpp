@@ -140,6 +140,16 @@ util::Expected<config::Config> load(const GlobalOptions& global) {
     auto path = config::find_config_file(explicit_path);
     if (!path)
         return std::unexpected(path.error());
+    // The first question when nothing connects: which file, if any, was read.
+    if (*path)
+        log::verbose("config: {}", (*path)->string());
+    else
+        log::verbose("config: none found (-c, $REDLOCK_CONFIG, "
+                     "$XDG_CONFIG_HOME/redlock/config.toml, /etc/redlock/config.toml); "
+                     "built-in defaults{}",
+                     global.servers.empty() ? ", server redis://127.0.0.1:6379" : "");
+    if (!global.servers.empty())
+        log::verbose("servers: {} from -s, in place of the config's", global.servers.size());
     auto cfg = config::load_config(*path);
     if (!cfg)
         return cfg;
@@ -150,7 +160,7 @@ util::Expected<config::Config> load(const GlobalOptions& global) {
             if (!parsed)
                 return std::unexpected(parsed.error());
             cfg->servers.push_back(config::ServerConfig{std::move(*parsed), cfg->connect_timeout,
-                                                        cfg->command_timeout});
+                                                        cfg->command_timeout, {}});
         }
     }
     // The same server twice would count twice towards the quorum (and, as both copies
@@ -175,14 +185,20 @@ util::Expected<config::Config> load(const GlobalOptions& global) {
                 return std::ranges::find(identities[j], key) != identities[j].end();
             });
             if (same) {
-                auto message = util::format("server {} is listed more than once; Redlock needs "
-                                            "independent servers",
-                                            written(a));
+                // Where the first listing was: its line in the file, and how it was written
+                // if not the same way ([::1] and [0:0:0:0:0:0:0:1], a name and an address).
+                std::string first;
+                if (global.servers.empty())
+                    first = "at " + cfg->servers[j].where;
                 if (written(a) != written(b))
-                    message += util::format(" (also as {})", written(b));
+                    first += (first.empty() ? "as " : ", as ") + written(b);
+                std::string message = util::format(
+                    "server {} is listed more than once{}; Redlock needs independent servers",
+                    written(a), first.empty() ? "" : " (first " + first + ")");
                 if (global.servers.empty())
                     return util::fail(util::ErrorKind::config,
-                                      util::format("{}: {}", cfg->source.string(), message));
+                                      util::format("{}:{}: {}", cfg->source.string(),
+                                                   cfg->servers[i].where, message));
                 return util::fail(util::ErrorKind::usage, message);
             }
         }

@@ -186,13 +186,14 @@ bool readable_by_others(mode_t mode) {
 
 ServerConfig default_server(const Config& config) {
     auto url = parse_server_url(k_default_server);
-    return ServerConfig{std::move(*url), config.connect_timeout, config.command_timeout};
+    return ServerConfig{std::move(*url), config.connect_timeout, config.command_timeout, {}};
 }
 
 struct PendingServer {
     ServerUrl url;
     std::optional<Millis> connect_timeout;
     std::optional<Millis> command_timeout;
+    std::string where;
 };
 
 // Where a problem sits in the text, 1-based, columns counted in characters.
@@ -363,7 +364,7 @@ class Parser {
         for (auto& pending : servers)
             config.servers.push_back(ServerConfig{
                 std::move(pending.url), pending.connect_timeout.value_or(config.connect_timeout),
-                pending.command_timeout.value_or(config.command_timeout)});
+                pending.command_timeout.value_or(config.command_timeout), std::move(pending.where)});
         if (config.servers.empty())
             config.servers.push_back(default_server(config));
         return config;
@@ -381,6 +382,9 @@ class Parser {
 
     std::unexpected<util::Error> syntax_error(const toml::parse_error& e) const {
         std::string description(e.description());
+        // toml++ reports a string left open as the newline it ran into.
+        if (description.find("unescaped control characters") != std::string::npos)
+            description = "unterminated string: the closing quote is missing on this line";
         if (!description.empty() && description[0] >= 'A' && description[0] <= 'Z')
             description[0] = static_cast<char>(description[0] - 'A' + 'a');
         return error(e.source().begin, description);
@@ -397,6 +401,10 @@ class Parser {
             message += " (it belongs in a [[servers]] table)";
         else if (const auto hint = closest_key(name, known))
             message += util::format(" (did you mean '{}'?)", *hint);
+        else if (const auto top = in_server ? closest_key(name, k_top_level_keys) : std::nullopt)
+            message += util::format(" (did you mean '{}'? it is a top-level key, set before the "
+                                    "first [[servers]])",
+                                    *top);
         return error(key.source().begin, message);
     }
 
@@ -541,6 +549,7 @@ class Parser {
         if (!parsed)
             return error(*url, parsed.error().message);
         server.url = std::move(*parsed);
+        server.where = util::format("{}:{}", url->source().begin.line, url->source().begin.column);
         if (server.url.password)
             m_inline_password = true;
 
@@ -636,12 +645,13 @@ class Parser {
 
 // An explicitly named config must exist; a stat is all it costs.
 util::Expected<std::optional<std::filesystem::path>>
-explicit_file(const std::filesystem::path& path) {
+explicit_file(const std::filesystem::path& path, std::string_view named_by) {
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0) {
         const int error = errno;
-        return util::fail(ErrorKind::config, util::format("cannot read config '{}': {}",
-                                                          path.string(), errno_text(error)));
+        return util::fail(ErrorKind::config,
+                          util::format("cannot read config '{}' (named by {}): {}", path.string(),
+                                       named_by, errno_text(error)));
     }
     return path;
 }
@@ -665,9 +675,9 @@ const char* non_empty_env(const char* name) {
 util::Expected<std::optional<std::filesystem::path>>
 find_config_file(const std::optional<std::filesystem::path>& explicit_path) {
     if (explicit_path)
-        return explicit_file(*explicit_path);
+        return explicit_file(*explicit_path, "-c");
     if (const char* env = non_empty_env("REDLOCK_CONFIG"))
-        return explicit_file(env);
+        return explicit_file(env, "REDLOCK_CONFIG");
 
     // XDG base directories must be absolute; a relative one is ignored, as the spec says.
     std::optional<std::filesystem::path> config_home;

@@ -24,6 +24,7 @@ struct ServerConfig {
     ServerUrl url;
     Millis connect_timeout{1000};
     Millis command_timeout{1000};
+    std::string where; // "LINE:COL" of its url in the config file; empty for -s
 };
 
 struct Config {

@@ -521,13 +521,14 @@ TEST_CASE("an explicitly named config that does not exist is an error") {
     REQUIRE_FALSE(result);
     CHECK(result.error().kind == ErrorKind::config);
     CHECK(result.error().message ==
-          "cannot read config '" + missing.string() + "': No such file or directory");
+          "cannot read config '" + missing.string() + "' (named by -c): No such file or directory");
 
+    // The user who did not type the path is told where it came from.
     redlock_config.set(missing.string());
     result = find_config_file(std::nullopt);
     REQUIRE_FALSE(result);
-    CHECK(result.error().message ==
-          "cannot read config '" + missing.string() + "': No such file or directory");
+    CHECK(result.error().message == "cannot read config '" + missing.string() +
+                                        "' (named by REDLOCK_CONFIG): No such file or directory");
 }
 
 TEST_CASE("config.example.toml at the top of the repo loads as-is") {

@@ -40,6 +40,27 @@ class ConfigTest(E2ETest):
         self.assertEqual(self.server.command("GET", "env:x"), h.token)
         self.assertEqual(h.release(), 0)
 
+    def test_verbose_says_which_config_was_read_or_that_none_was(self):
+        r = self.run_redlock(["-v", "-s", self.url, "status", "x"])
+        self.assertStatus(r, 0)
+        self.assertIn("redlock: config: none found", r.stderr)
+        self.assertIn("servers: 1 from -s", r.stderr)
+        r = self.run_redlock(["-v", "status", "x"])  # no -s: the built-in server is named
+        self.assertIn("built-in defaults, server redis://127.0.0.1:6379", r.stderr)
+        config = self.write_file("home/.config/redlock/config.toml", self.servers_toml())
+        r = self.run_redlock(["-v", "status", "x"])
+        self.assertStatus(r, 0)
+        self.assertIn(f"redlock: config: {config}\n", r.stderr)
+
+    def test_a_missing_file_says_what_named_it(self):
+        missing = self.path("nope.toml")
+        r = self.run_redlock(["status", "x"], env=self.env({"REDLOCK_CONFIG": missing}))
+        self.assertStatus(r, 78)
+        self.assertIn(f"cannot read config '{missing}' (named by REDLOCK_CONFIG)", r.stderr)
+        r = self.run_redlock(["-c", missing, "status", "x"])
+        self.assertStatus(r, 78)
+        self.assertIn(f"cannot read config '{missing}' (named by -c)", r.stderr)
+
     def test_dash_c_wins_over_redlock_config(self):
         config = self.write_file("mine.toml", 'key_prefix = "c:"\n' + self.servers_toml())
         other = self.write_file("other.toml", self.servers_toml("redis://127.0.0.1:1"))

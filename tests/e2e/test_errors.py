@@ -195,14 +195,26 @@ class ErrorsTest(E2ETest):
                      (f"unix://{self.tmp}/link/r.sock", f"unix://{sock}")):
             with self.subTest(a=a, b=b):
                 r = self.assertUsage(["-s", a, "-s", b], "-k", "x")
-                self.assertIn("is listed more than once; Redlock needs independent servers",
-                              r.stderr)
+                self.assertIn("is listed more than once (first as ", r.stderr)
+                self.assertIn("Redlock needs independent servers", r.stderr)
                 config = self.config(f'[[servers]]\nurl = "{a}"\n[[servers]]\nurl = "{b}"\n')
                 r, ran = self.run_lock(["-c", config], "-k", "x")
-                # (Not assertFailure: this message names the file without line:col yet.)
-                self.assertStatus(r, 78)
-                self.assertFalse(ran)
-                self.assertIn(f"{config}: server ", r.stderr)
+                self.assertFailure(r, ran, 78)
+                # The second listing's line:col, and where the first one is.
+                self.assertIn(f"{config}:4:7: server ", r.stderr)
+                self.assertIn("(first at 2:7, as ", r.stderr)
+
+    def test_config_mistakes_get_hints_not_parser_jargon(self):
+        config = self.config('[[servers]]\nurl = "redis://127.0.0.1:1"\nttll = 3\n')
+        r, _ = self.run_lock(["-c", config], "-k", "x")
+        self.assertStatus(r, 78)
+        self.assertIn(f"{config}:3:1: unknown key 'ttll' (did you mean 'ttl'? it is a "
+                      "top-level key", r.stderr)
+        config = self.config('[[servers]]\nurl = "redis://127.0.0.1:1\n')
+        r, _ = self.run_lock(["-c", config], "-k", "x")
+        self.assertStatus(r, 78)
+        self.assertIn(f"{config}:2:", r.stderr)
+        self.assertIn("unterminated string: the closing quote is missing", r.stderr)
 
     def test_bad_server_urls_are_usage_errors(self):
         for url in ("http://127.0.0.1:1", "redis://127.0.0.1:99999", "redis://127.0.0.1:1/x",
