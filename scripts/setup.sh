@@ -6,7 +6,8 @@
 # re-runs itself through sudo.
 #
 # The tests start their own redis-server on loopback; the Debian package's system
-# service is neither needed nor started (a policy-rc.d keeps apt from starting it).
+# service is neither needed nor started (a policy-rc.d keeps apt from starting it), and
+# when this run installed it, it is disabled at boot too.
 set -euo pipefail
 
 packages=(
@@ -70,6 +71,15 @@ elif ! apt_install; then
     echo "setup: install failed with the current package lists; running apt-get update" >&2
     apt-get update
     apt_install
+fi
+
+# Installed here for the tests only: the package enables its service at boot, which would
+# leave a Redis listening on port 6379 after the next reboot. Only a service this run
+# installed is disabled; one that was there before is the machine owner's.
+if [[ " ${missing[*]} " == *" redis-server "* ]]; then
+    command -v systemctl >/dev/null && { systemctl disable redis-server >/dev/null 2>&1 || true; }
+    command -v update-rc.d >/dev/null && { update-rc.d redis-server disable >/dev/null 2>&1 || true; }
+    echo "setup: redis-server's system service is disabled at boot (the tests start their own)"
 fi
 
 # If the service was started anyway (a policy-rc.d that allows it), it is still not

@@ -69,6 +69,44 @@ class ManPageCoversTheCli(unittest.TestCase):
             self.assertTrue(support.mentions(text, key), key)
 
 
+class DocsAgree(unittest.TestCase):
+    """What the README, the man page, the examples and the demo tell a user to type."""
+
+    def cron_lines(self):
+        texts = {
+            "README.md": open(os.path.join(support.SOURCE_DIR, "README.md")).read(),
+            "man EXAMPLES": support.man_sections(MAN1)["EXAMPLES"].replace("\\-", "-"),
+            "packaging/examples/crontab": open(os.path.join(
+                support.SOURCE_DIR, "packaging", "examples", "crontab")).read(),
+        }
+        for where, text in texts.items():
+            for line in text.splitlines():
+                if re.match(r"^[0-9*/,-]+ [0-9*/,-]+ \* \* \*\s", line) and "redlock" in line:
+                    yield where, line
+
+    def test_every_cron_line_that_skips_quietly_says_q_and_e_0(self):
+        lines = list(self.cron_lines())
+        self.assertGreaterEqual(len({w for w, _ in lines}), 3, lines)
+        for where, line in lines:
+            if " -n " in line and "-E 0" in line or where == "man EXAMPLES":
+                with self.subTest(where=where, line=line):
+                    # A skip is a success (-E 0) and says nothing (-q), or cron mails it.
+                    self.assertIn(" -q ", line)
+                    self.assertIn(" -E 0 ", line)
+
+    def test_the_demo_suggests_what_the_readme_says(self):
+        demo = open(os.path.join(support.SOURCE_DIR, "scripts", "demo.sh")).read()
+        readme = open(os.path.join(support.SOURCE_DIR, "README.md")).read()
+        suggested = re.findall(r"(\S*scripts/test\.sh)", demo)
+        self.assertTrue(suggested)
+        for command in suggested:
+            self.assertIn(command, readme)
+        for line in demo.splitlines():
+            if line.lstrip().startswith("say") and "redis-server" in line and "--port" in line:
+                # A throwaway Redis without a password listens on loopback only.
+                self.assertIn("--bind 127.0.0.1", line)
+
+
 class ManPagesRenderCleanly(unittest.TestCase):
     def test_groff_ww_gives_no_warnings(self):
         groff = support.require_tool(self, "groff")
