@@ -10,6 +10,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
+#include "cli/help.hpp"
 #include "cli/run_command.hpp"
 #include "config/config.hpp"
 #include "lock/name.hpp"
@@ -469,8 +470,38 @@ std::optional<util::Error> option_value_missing(const CLI::App& app, int argc, c
     return std::nullopt;
 }
 
+// The first word a parser would not take, in the user's order, as a usage error that
+// names it (CLI11 lists every extra word, last first). A second URL after one -s is the
+// usual cause: say how to give several.
+util::Error unexpected_word(int argc, char** argv, const std::vector<std::string>& extras) {
+    for (int i = 1; i < argc; ++i) {
+        std::string_view word(argv[i]);
+        if (std::ranges::find(extras, word) == extras.end())
+            continue;
+        std::string message = util::format("unexpected argument '{}'", word);
+        std::string_view before = i >= 3 ? argv[i - 2] : "";
+        if (word.find("://") != std::string_view::npos && (before == "-s" || before == "--server"))
+            message += " (one URL per -s: -s URL1 -s URL2)";
+        else if (auto command = chosen_command(argc, argv); !command.empty())
+            message += util::format(" (see 'redlock {} --help')", command);
+        return util::Error{util::ErrorKind::usage, mask_urls_in(message, argc, argv)};
+    }
+    return util::Error{util::ErrorKind::usage, "unexpected arguments (try 'redlock --help')"};
+}
+
 int run_main(int argc, char** argv) {
     const std::string_view chosen = chosen_command(argc, argv);
+    if (!chosen.empty() && help_text(chosen).empty() &&
+        chosen.find("://") != std::string_view::npos)
+        return report(unexpected_word(argc, argv, {std::string(chosen)}));
+    if (!chosen.empty() && help_text(chosen).empty()) {
+        std::string names;
+        for (auto name : command_names())
+            names += (names.empty() ? "" : ", ") + std::string(name);
+        return report({util::ErrorKind::usage,
+                       util::format("unknown command '{}' (commands: {}; try 'redlock --help')",
+                                    mask_urls_in(std::string(chosen), argc, argv), names)});
+    }
     auto wants = [&](std::string_view name) { return chosen.empty() || chosen == name; };
     CLI::App app{"Run a command under a distributed lock held in Redis.", "redlock"};
     app.footer("Exit status: PROGRAM's own; 75 lock held; 64 usage; 69 servers unavailable;\n"
@@ -557,10 +588,21 @@ int run_main(int argc, char** argv) {
 
     try {
         app.parse(argc, argv);
-    } catch (const CLI::CallForHelp& e) {
-        return app.exit(e);
-    } catch (const CLI::CallForAllHelp& e) {
-        return app.exit(e);
+    } catch (const CLI::CallForHelp&) {
+        return print_stdout(std::string(help_text(chosen))) ? 0 : util::exit_code::internal;
+    } catch (const CLI::CallForAllHelp&) {
+        return print_stdout(std::string(help_text(chosen))) ? 0 : util::exit_code::internal;
+    } catch (const CLI::ExtrasError& e) {
+        // CLI11 lists the extra words last first, after ": ": name the first one instead.
+        std::string_view what = e.what();
+        what.remove_prefix(std::min(what.size(), what.find(": ") + 2));
+        std::vector<std::string> words;
+        for (size_t start = 0; start < what.size();) {
+            size_t end = std::min(what.find(' ', start), what.size());
+            words.emplace_back(what.substr(start, end - start));
+            start = end + 1;
+        }
+        return report(unexpected_word(argc, argv, words));
     } catch (const CLI::ParseError& e) {
         // CLI11 writes "The following argument..." or "--opt: Value ..."; house style is
         // lowercase text after "redlock: " (and after an option name).

@@ -238,6 +238,52 @@ class ErrorsTest(E2ETest):
         self.assertStatus(r, 0)
         self.assertRegex(r.stdout, r"^redlock \d+\.\d+")
 
+    def test_usage_errors_name_the_word_at_fault_in_the_users_order(self):
+        secret = "two-Secret-4"
+        r = self.run_redlock(["-s", "redis://127.0.0.1:1", f"redis://:{secret}@127.0.0.1:2",
+                              "run", "-k", "x", "--", "true"])
+        self.assertStatus(r, 64)
+        self.assertEqual(r.stderr, "redlock: unexpected argument 'redis://:***@127.0.0.1:2' "
+                                   "(one URL per -s: -s URL1 -s URL2)\n")
+        r = self.run_redlock(["bogus"])
+        self.assertStatus(r, 64)
+        self.assertIn("unknown command 'bogus' (commands: run, status, list, acquire, extend, "
+                      "release, doctor", r.stderr)
+        r = self.run_redlock(["list", "first", "second"])
+        self.assertStatus(r, 64)
+        self.assertIn("unexpected argument 'first' (see 'redlock list --help')", r.stderr)
+        # PROGRAM's own --help and words stay PROGRAM's.
+        r = self.run_redlock(["-s", "redis://127.0.0.1:1", "run", "-k", "x", "--", "true",
+                              "--help", "extra"])
+        self.assertStatus(r, 69)
+
+    def test_each_help_fits_80_columns_and_lists_what_applies(self):
+        statuses = {"run": ["79", "126/127", "75 (or -E)"], "doctor": ["1 a risk"],
+                    "release": ["declined"], "status": [], "list": [], "acquire": ["75"],
+                    "extend": ["75"]}
+        for command in [""] + list(statuses):
+            with self.subTest(command=command):
+                r = self.run_redlock(([command] if command else []) + ["--help"])
+                self.assertStatus(r, 0)
+                self.assertEqual(r.stderr, "")
+                for line in r.stdout.splitlines():
+                    self.assertLessEqual(len(line), 80, line)
+                self.assertNotIn(" ...", r.stdout)  # CLI11's "URL ..." and "NAME... ..."
+                if command:
+                    self.assertIn(f"Usage: redlock {command} ", r.stdout)
+                    self.assertIn("-c, --config FILE   -s, --server URL", r.stdout)
+                    footer = r.stdout[r.stdout.index("Exit status:"):]
+                    for text in statuses[command] + ["64 usage", "70 internal error"]:
+                        self.assertIn(text, footer)
+                    if command != "doctor":
+                        self.assertNotIn("doctor", footer)
+                    if command != "run":
+                        self.assertNotIn("79", footer)
+        for command in ("acquire", "extend", "release"):
+            r = self.run_redlock([command, "--help"])
+            self.assertRegex(r.stdout, r"Usage: redlock .* NAME\n")
+            self.assertNotIn("[name...]", r.stdout)
+
     # -- config errors
 
     def config(self, text, mode=0o600):

@@ -85,7 +85,7 @@ def help_text(*command):
 
 
 def _section(text, title):
-    """The lines of a CLI11 help section ("Options:", "Subcommands:") up to a blank line."""
+    """The lines of a help section ("Options:", "Commands:") up to a blank line."""
     lines, inside = [], False
     for line in text.splitlines():
         if line.strip() == title:
@@ -101,7 +101,7 @@ def _section(text, title):
 def subcommands():
     """The commands `redlock --help` lists."""
     names = []
-    for line in _section(help_text(), "Subcommands:"):
+    for line in _section(help_text(), "Commands:"):
         match = re.match(r"\s+([a-z][a-z0-9-]*)\b", line)
         if match:
             names.append(match.group(1))

@@ -1,0 +1,182 @@
+#include "cli/help.hpp"
+
+#include <array>
+
+namespace redlock::cli {
+
+namespace {
+
+using namespace std::string_view_literals;
+
+constexpr std::array k_commands = {"run"sv,    "status"sv,  "list"sv,  "acquire"sv,
+                                   "extend"sv, "release"sv, "doctor"sv};
+
+// Every help but redlock's own ends with this.
+#define GLOBAL_OPTIONS                                                                      \
+    "\nGlobal options (before or after the command):\n"                                    \
+    "  -c, --config FILE   -s, --server URL   -v, --verbose   -q, --quiet\n"
+
+#define COMMON_STATUS "64 usage; 69 servers unavailable; 70 internal error;\n"            \
+                      "77 refused by the server (password, ACL); 78 config error.\n"
+
+constexpr std::string_view k_main = R"(Usage: redlock [OPTIONS] COMMAND [ARG]...
+Run a command under a distributed lock held in Redis.
+
+Commands:
+  run       run PROGRAM while holding a lock
+  status    show whether locks are held, by whom, for how long
+  list      list the held locks
+  acquire   take a lock for a script and print its token
+  extend    extend a lock taken with acquire
+  release   release a lock (--token) or remove it (--force)
+  doctor    check that the servers are fit for locking
+
+Options:
+  -c, --config FILE   the config file (default: $REDLOCK_CONFIG, else
+                      ~/.config/redlock/config.toml, else
+                      /etc/redlock/config.toml)
+  -s, --server URL    a Redis server, in place of the config's; give -s once per
+                      server for Redlock over several
+  -v, --verbose       say what happens: acquire, renew, release
+  -q, --quiet         silence redlock's notes (errors still print)
+  -h, --help          show this help; redlock COMMAND --help shows the command's
+      --version       show the version and whether TLS is built in
+
+Exit status: 0 done; 1 doctor found a risk; 64 usage; 69 servers unavailable;
+70 internal error; 75 lock not acquired; 77 refused by the server; 78 config
+error; 79 lease lost; 126/127 PROGRAM not runnable; run: PROGRAM's own.
+See redlock(1) and each command's --help.
+)";
+
+constexpr std::string_view k_run = R"(Usage: redlock run -k NAME [OPTIONS] [--] PROGRAM [ARG]...
+Run PROGRAM while holding the lock NAME: the lease is renewed while PROGRAM
+runs, PROGRAM is stopped if the lease is lost, and the lock is released when
+PROGRAM ends.
+
+Options:
+  -k, --key NAME      the lock's name (required)
+  -t, --ttl DURATION  lease length, renewed while PROGRAM runs (default 30s)
+  -w, --wait DURATION wait at most this long for the lock (default: forever;
+                      -w 0 is -n; --timeout is the same option)
+  -n, --no-wait       give up at once if the lock is held (also --nonblock)
+      --fair          wait in line: first come, first served among --fair
+                      waiters (not with -n)
+  -E, --conflict-exit-code N
+                      exit status when the lock is not acquired (default 75)
+  -h, --help          show this help
+)" GLOBAL_OPTIONS R"(
+Exit status: PROGRAM's own (128+N when killed by signal N); 75 (or -E) lock not
+acquired; 79 lease lost, PROGRAM stopped; 126/127 PROGRAM not runnable;
+)" COMMON_STATUS;
+
+constexpr std::string_view k_status = R"(Usage: redlock status [--json] NAME...
+Show whether each lock NAME is held, by whom (host, pid, command), since when,
+its remaining lease and its last fence.
+
+Options:
+  -k, --key NAME      a lock's name, the same as NAME (may be repeated)
+      --json          print one JSON document (see redlock(1))
+  -h, --help          show this help
+)" GLOBAL_OPTIONS R"(
+Exit status: 0 shown (held or free);
+)" COMMON_STATUS;
+
+constexpr std::string_view k_list = R"(Usage: redlock list [-p GLOB] [--json]
+List the held locks: their names, remaining lease, holder and command.
+
+Options:
+  -p, --pattern GLOB  only names matching GLOB (default *)
+      --json          print one JSON document (see redlock(1))
+  -h, --help          show this help
+)" GLOBAL_OPTIONS R"(
+Exit status: 0 listed (also when none is held);
+)" COMMON_STATUS;
+
+constexpr std::string_view k_acquire = R"(Usage: redlock acquire [OPTIONS] NAME
+Take the lock NAME for a shell script and print its token (and fence); the
+script releases it with release --token, or extends it with extend.
+
+Options:
+  -k, --key NAME      the lock's name, the same as NAME
+  -t, --ttl DURATION  lease length; the lock expires after it (default 30s)
+  -w, --wait DURATION wait at most this long for the lock (default: forever;
+                      -w 0 is -n; --timeout is the same option)
+  -n, --no-wait       give up at once if the lock is held (also --nonblock)
+      --fair          wait in line: first come, first served among --fair
+                      waiters (not with -n)
+  -E, --conflict-exit-code N
+                      exit status when the lock is not acquired (default 75)
+      --json          print one JSON document (see redlock(1))
+      --shell         print REDLOCK_KEY, REDLOCK_TOKEN and REDLOCK_FENCE
+                      assignments for eval
+  -h, --help          show this help
+)" GLOBAL_OPTIONS R"(
+Exit status: 0 acquired; 75 (or -E) not acquired;
+)" COMMON_STATUS;
+
+constexpr std::string_view k_extend = R"(Usage: redlock extend --token TOKEN [-t DURATION] NAME
+Give a lock taken with acquire a new remaining lease.
+
+Options:
+  -k, --key NAME      the lock's name, the same as NAME
+      --token TOKEN   the token acquire printed (required)
+  -t, --ttl DURATION  the new remaining lease (default 30s)
+  -h, --help          show this help
+)" GLOBAL_OPTIONS R"(
+Exit status: 0 extended; 75 the token no longer holds the lock;
+)" COMMON_STATUS;
+
+constexpr std::string_view k_release = R"(Usage: redlock release --token TOKEN NAME
+       redlock release --force [--yes] NAME
+Release a lock taken with acquire, or remove a lock whoever holds it.
+
+Options:
+  -k, --key NAME      the lock's name, the same as NAME
+      --token TOKEN   release only if the lock holds this token
+  -f, --force         remove the lock whoever holds it (its holder is not
+                      stopped); asks first on a terminal
+  -y, --yes           do not ask with --force
+  -h, --help          show this help
+)" GLOBAL_OPTIONS R"(
+Exit status: 0 released; 75 the token no longer holds the lock, or --force
+declined at its prompt;
+)" COMMON_STATUS;
+
+constexpr std::string_view k_doctor = R"(Usage: redlock doctor [--json]
+Check each server: eviction policy, replication, clock offset, persistence,
+and that redlock's scripts run there.
+
+Options:
+      --json          print one JSON document (see redlock(1))
+  -h, --help          show this help
+)" GLOBAL_OPTIONS R"(
+Exit status: 0 every server is fit for locking; 1 a risk was found;
+)" COMMON_STATUS;
+
+#undef GLOBAL_OPTIONS
+#undef COMMON_STATUS
+
+} // namespace
+
+std::span<const std::string_view> command_names() {
+    return k_commands;
+}
+
+std::string_view help_text(std::string_view command) {
+    constexpr std::array<std::pair<std::string_view, std::string_view>, 8> k_help = {{
+        {"", k_main},
+        {"run", k_run},
+        {"status", k_status},
+        {"list", k_list},
+        {"acquire", k_acquire},
+        {"extend", k_extend},
+        {"release", k_release},
+        {"doctor", k_doctor},
+    }};
+    for (const auto& [name, text] : k_help)
+        if (name == command)
+            return text;
+    return {};
+}
+
+} // namespace redlock::cli
