@@ -3,16 +3,38 @@
 # DESTDIR; everything below is relative to the prefix.
 #
 #   bin/redlock
-#   share/man/man1/redlock.1, share/man/man5/redlock.toml.5
+#   share/man/man1/redlock.1.gz, share/man/man5/redlock.toml.5.gz
+#   share/doc/redlock/copyright, share/doc/redlock/changelog.gz
 #   share/bash-completion/completions/redlock     (loaded on demand by bash-completion)
 #   share/zsh/vendor-completions/_redlock         (on Debian's default zsh fpath)
 #   share/fish/vendor_completions.d/redlock.fish  (fish's vendor directory)
 #   share/doc/redlock/config.example.toml, share/doc/redlock/examples/
 
-install(FILES ${PROJECT_SOURCE_DIR}/man/redlock.1
+# Man pages and the changelog are installed gzip'd (Debian policy 12.3 and 12.7; lintian
+# checks both), compressed at build time with -n so that the bytes do not depend on when.
+find_program(REDLOCK_GZIP gzip REQUIRED)
+mark_as_advanced(REDLOCK_GZIP)
+set(redlock_gzipped)
+foreach(pair "man/redlock.1|redlock.1.gz" "man/redlock.toml.5|redlock.toml.5.gz"
+             "packaging/debian/changelog|changelog.gz")
+  string(REPLACE "|" ";" pair "${pair}")
+  list(GET pair 0 source)
+  list(GET pair 1 target)
+  add_custom_command(OUTPUT ${CMAKE_CURRENT_BINARY_DIR}/gz/${target}
+    COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_CURRENT_BINARY_DIR}/gz
+    COMMAND ${REDLOCK_GZIP} -9nc ${PROJECT_SOURCE_DIR}/${source} > ${CMAKE_CURRENT_BINARY_DIR}/gz/${target}
+    DEPENDS ${PROJECT_SOURCE_DIR}/${source} VERBATIM)
+  list(APPEND redlock_gzipped ${CMAKE_CURRENT_BINARY_DIR}/gz/${target})
+endforeach()
+add_custom_target(gzipped_docs ALL DEPENDS ${redlock_gzipped})
+
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/gz/redlock.1.gz
         DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
-install(FILES ${PROJECT_SOURCE_DIR}/man/redlock.toml.5
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/gz/redlock.toml.5.gz
         DESTINATION ${CMAKE_INSTALL_MANDIR}/man5)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/gz/changelog.gz
+              ${PROJECT_SOURCE_DIR}/packaging/debian/copyright
+        DESTINATION ${CMAKE_INSTALL_DOCDIR})
 
 install(FILES ${PROJECT_SOURCE_DIR}/completions/redlock.bash
         DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions

@@ -19,7 +19,7 @@ packages=(
     # bench
     hyperfine valgrind time strace
     # packaging tests
-    dpkg-dev fakeroot groff man-db bash-completion zsh fish
+    dpkg-dev fakeroot groff man-db bash-completion zsh fish lintian
 )
 
 missing=()

@@ -41,6 +41,7 @@ def run(args, timeout=60, check=True, **kwargs):
 _PACKAGES = {
     "groff": "groff", "man": "man-db", "bash": "bash", "zsh": "zsh", "fish": "fish",
     "dpkg-deb": "dpkg", "dpkg-shlibdeps": "dpkg-dev", "fakeroot": "fakeroot",
+    "lintian": "lintian",
 }
 _BASH_COMPLETION = "/usr/share/bash-completion/bash_completion"
 

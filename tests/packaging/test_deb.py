@@ -12,8 +12,10 @@ import support
 
 EXPECTED = [
     "usr/bin/redlock",
-    "usr/share/man/man1/redlock.1",
-    "usr/share/man/man5/redlock.toml.5",
+    "usr/share/man/man1/redlock.1.gz",
+    "usr/share/man/man5/redlock.toml.5.gz",
+    "usr/share/doc/redlock/copyright",
+    "usr/share/doc/redlock/changelog.gz",
     "usr/share/bash-completion/completions/redlock",
     "usr/share/zsh/vendor-completions/_redlock",
     "usr/share/fish/vendor_completions.d/redlock.fish",
@@ -143,9 +145,25 @@ class DebianPackage(unittest.TestCase):
         man = support.require_tool(self, "man")
         env = support.clean_env()
         env["MANWIDTH"] = "80"
-        page = os.path.join(self.root, "usr", "share", "man", "man1", "redlock.1")
+        page = os.path.join(self.root, "usr", "share", "man", "man1", "redlock.1.gz")
         result = support.run([man, "--warnings=w", "-l", page], timeout=60, env=env)
         self.assertEqual(result.stderr, "")
+
+    def test_lintian_finds_no_error_and_no_warning(self):
+        lintian = support.require_tool(self, "lintian")
+        # Info-level tags are not failures; each one left is explained here:
+        #   hardening-no-bindnow  -z now would resolve every symbol at start-up, which a
+        #                         cron wrapper pays on every run (bench/startup.sh)
+        result = support.run([lintian, "--tag-display-limit", "0", "--fail-on", "error,warning",
+                              self.deb], timeout=300, check=False)
+        tags = [l for l in result.stdout.splitlines() if re.match(r"^[EW]: ", l)]
+        self.assertEqual(tags, [], result.stdout + result.stderr)
+        self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
+
+    def test_changelog_version_is_the_project_version(self):
+        with open(os.path.join(support.SOURCE_DIR, "packaging", "debian", "changelog")) as f:
+            first = f.readline()
+        self.assertTrue(first.startswith(f"redlock ({project_version()}) "), first)
 
 
 if __name__ == "__main__":

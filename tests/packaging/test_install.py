@@ -1,6 +1,7 @@
 """`cmake --install` puts every file in its standard place, honouring --prefix and
 DESTDIR, and the installed completions are found where each shell looks."""
 
+import gzip
 import os
 import re
 import subprocess
@@ -11,8 +12,10 @@ import support
 
 EXPECTED = [
     "bin/redlock",
-    "share/man/man1/redlock.1",
-    "share/man/man5/redlock.toml.5",
+    "share/man/man1/redlock.1.gz",
+    "share/man/man5/redlock.toml.5.gz",
+    "share/doc/redlock/copyright",
+    "share/doc/redlock/changelog.gz",
     "share/bash-completion/completions/redlock",
     "share/zsh/vendor-completions/_redlock",
     "share/fish/vendor_completions.d/redlock.fish",
@@ -63,13 +66,18 @@ class CmakeInstall(unittest.TestCase):
         self.assertRegex(out, rf"^redlock {re.escape(version)} \(hiredis \d+\.\d+\.\d+, TLS: (yes|no)\)\n$")
 
     def test_installed_files_are_the_sources(self):
-        pairs = {"share/man/man1/redlock.1": "man/redlock.1",
+        pairs = {"share/man/man1/redlock.1.gz": "man/redlock.1",
+                 "share/doc/redlock/changelog.gz": "packaging/debian/changelog",
                  "share/bash-completion/completions/redlock": "completions/redlock.bash",
                  "share/doc/redlock/config.example.toml": "config.example.toml"}
         for installed, source in pairs.items():
             with open(os.path.join(self.prefix, installed), "rb") as a, \
                     open(os.path.join(support.SOURCE_DIR, source), "rb") as b:
-                self.assertEqual(a.read(), b.read(), installed)
+                got = a.read()
+                if installed.endswith(".gz"):
+                    self.assertEqual(got[3] & 0x08, 0, "gzip -n: no file name stored")
+                    got = gzip.decompress(got)
+                self.assertEqual(got, b.read(), installed)
 
     def test_man_finds_the_installed_pages_through_manpath(self):
         man = support.require_tool(self, "man")
