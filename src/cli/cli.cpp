@@ -315,44 +315,36 @@ struct CommandArgs {
 namespace {
 
 // NAME as a positional argument or as -k NAME, the same option run uses.
-void add_name_options(CLI::App* cmd, CommandArgs& args, bool many) {
-    cmd->add_option("name", args.names, many ? "Lock names" : "The lock's name")
-        ->type_name(many ? "NAME..." : "NAME");
-    cmd->add_option("-k,--key", args.keys, "The lock's name (same as NAME)")
+void add_name_options(CLI::App* cmd, CommandArgs& args) {
+    cmd->add_option("name", args.names)->type_name("NAME");
+    cmd->add_option("-k,--key", args.keys)
         ->type_name("NAME")
         ->allow_extra_args(false)
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
 }
 
 void add_json_option(CLI::App* cmd, CommandArgs& args) {
-    cmd->add_flag("--json", args.json, "Print one JSON document (see redlock(1))");
+    cmd->add_flag("--json", args.json);
 }
 
 // A string option whose presence matters even when its value is empty ("-t ''" is an error,
 // not "use the default").
 CLI::Option* add_text_option(CLI::App* cmd, const std::string& names,
-                             std::optional<std::string>& target, const std::string& help) {
+                             std::optional<std::string>& target) {
     return cmd->add_option_function<std::string>(
-        names, [&target](const std::string& value) { target = value; }, help);
+        names, [&target](const std::string& value) { target = value; });
 }
 
-void add_ttl_option(CLI::App* cmd, std::optional<std::string>& ttl, const std::string& help) {
-    add_text_option(cmd, "-t,--ttl", ttl, help)->type_name("DURATION");
+void add_ttl_option(CLI::App* cmd, std::optional<std::string>& ttl) {
+    add_text_option(cmd, "-t,--ttl", ttl)->type_name("DURATION");
 }
 
 void add_wait_options(CLI::App* cmd, std::optional<std::string>& wait_text, bool& no_wait,
                       bool& fair, std::optional<std::string>& exit_code) {
-    auto* wait = add_text_option(cmd, "-w,--wait,--timeout", wait_text,
-                                 "Wait at most this long for the lock (default: forever)")
-                     ->type_name("DURATION");
-    auto* nowait =
-        cmd->add_flag("-n,--no-wait,--nonblock", no_wait, "Fail at once if the lock is held")
-            ->excludes(wait);
-    cmd->add_flag("--fair", fair, "Wait in line: first come, first served among --fair waiters")
-        ->excludes(nowait);
-    add_text_option(cmd, "-E,--conflict-exit-code", exit_code,
-                    "Exit status when the lock is not acquired (75)")
-        ->type_name("N");
+    auto* wait = add_text_option(cmd, "-w,--wait,--timeout", wait_text)->type_name("DURATION");
+    auto* nowait = cmd->add_flag("-n,--no-wait,--nonblock", no_wait)->excludes(wait);
+    cmd->add_flag("--fair", fair)->excludes(nowait);
+    add_text_option(cmd, "-E,--conflict-exit-code", exit_code)->type_name("N");
 }
 
 // Runs whichever command was chosen once the config is loaded.
@@ -502,88 +494,57 @@ int run_main(int argc, char** argv) {
                        util::format("unknown command '{}' (commands: {}; try 'redlock --help')",
                                     mask_urls_in(std::string(chosen), argc, argv), names)});
     }
-    auto wants = [&](std::string_view name) { return chosen.empty() || chosen == name; };
-    CLI::App app{"Run a command under a distributed lock held in Redis.", "redlock"};
-    app.footer("Exit status: PROGRAM's own; 75 lock held; 64 usage; 69 servers unavailable;\n"
-               "77 auth refused; 78 config error; 79 lease lost; 126/127 PROGRAM not runnable;\n"
-               "1 doctor found a risk. See redlock(1).");
+    // Only the command named on the command line is built (with none: help, --version or
+    // an error), which is most of what CLI11 costs at start-up. The help texts are
+    // help.cpp's, so the options carry no descriptions of their own.
+    CLI::App app{"", "redlock"};
     app.require_subcommand(0, 1);
     app.fallthrough();
     GlobalOptions global;
-    add_text_option(&app, "-c,--config", global.config_file, "Config file (default: search path)")
-        ->type_name("FILE");
-    app.add_option("-s,--server", global.servers,
-                   "Redis server URL; repeat for Redlock (replaces the config's servers)")
+    add_text_option(&app, "-c,--config", global.config_file)->type_name("FILE");
+    app.add_option("-s,--server", global.servers)
         ->type_name("URL")
         ->allow_extra_args(false) // one URL per -s: PROGRAM is never taken for a URL
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-    app.add_flag("-v,--verbose", global.verbose, "Say what happens: acquire, renew, release");
-    app.add_flag("-q,--quiet", global.quiet, "Silence redlock's notes (errors still print)");
+    app.add_flag("-v,--verbose", global.verbose);
+    app.add_flag("-q,--quiet", global.quiet);
     bool show_version = false;
-    app.add_flag("--version", show_version, "Print the version and exit");
+    app.add_flag("--version", show_version);
 
     RunArgs run_args;
-    auto* run = app.add_subcommand("run", "Run PROGRAM while holding the lock");
-    if (wants("run")) {
-        run->add_option("-k,--key", run_args.key, "The lock's name")->type_name("NAME")->required();
-        add_ttl_option(run, run_args.ttl, "Lease length, renewed while PROGRAM runs (30s)");
-        add_wait_options(run, run_args.wait, run_args.no_wait, run_args.fair,
-                         run_args.conflict_exit_code);
-        run->add_option("program", run_args.program, "PROGRAM [ARG...]")->type_name("PROGRAM");
-        // Options stop at PROGRAM, so its own flags are left alone (as with flock(1)).
-        run->positionals_at_end();
-    }
-
     CommandArgs args;
-    auto* status = app.add_subcommand("status", "Show whether locks are held, by whom, how long");
-    if (wants("status")) {
-        add_name_options(status, args, true);
-        add_json_option(status, args);
-    }
-
-    auto* list = app.add_subcommand("list", "List the held locks (SCAN under the key prefix)");
-    if (wants("list")) {
-        list->add_option("-p,--pattern", args.pattern, "Only names matching this glob (*)")
-            ->type_name("GLOB");
-        add_json_option(list, args);
-    }
-
-    auto* acquire = app.add_subcommand("acquire", "Take a lock for a script; print its token");
-    if (wants("acquire")) {
-        add_name_options(acquire, args, false);
-        add_ttl_option(acquire, args.ttl, "Lease length; the lock expires after it (30s)");
-        add_wait_options(acquire, args.wait, args.no_wait, args.fair, args.conflict_exit_code);
-        auto* json =
-            acquire->add_flag("--json", args.json, "Print one JSON document (see redlock(1))");
-        acquire
-            ->add_flag("--shell", args.shell,
-                       "Print REDLOCK_KEY, REDLOCK_TOKEN and REDLOCK_FENCE for eval")
-            ->excludes(json);
-    }
-
-    auto* extend = app.add_subcommand("extend", "Extend a lock taken with acquire");
-    if (wants("extend")) {
-        add_name_options(extend, args, false);
-        extend->add_option("--token", args.token, "The token acquire printed")
-            ->type_name("TOKEN")
-            ->required();
-        add_ttl_option(extend, args.ttl, "New remaining lease length (30s)");
-    }
-
-    auto* release =
-        app.add_subcommand("release", "Release a lock (--token) or remove it (--force)");
-    if (wants("release")) {
-        add_name_options(release, args, false);
-        release->add_option("--token", args.token, "Release only if the lock holds this token")
-            ->type_name("TOKEN");
-        release->add_flag("-f,--force", args.force, "Remove the lock whoever holds it");
-        release->add_flag("-y,--yes", args.yes, "Do not ask for confirmation with --force");
-    }
-
-    auto* doctor = app.add_subcommand("doctor", "Check the servers: eviction, replication, "
-                                                "clock, persistence, scripts");
-    if (wants("doctor")) {
-        add_json_option(doctor, args);
+    CLI::App* command = chosen.empty() ? nullptr : app.add_subcommand(std::string(chosen));
+    if (chosen == "run") {
+        command->add_option("-k,--key", run_args.key)->type_name("NAME")->required();
+        add_ttl_option(command, run_args.ttl);
+        add_wait_options(command, run_args.wait, run_args.no_wait, run_args.fair,
+                         run_args.conflict_exit_code);
+        command->add_option("program", run_args.program)->type_name("PROGRAM");
+        // Options stop at PROGRAM, so its own flags are left alone (as with flock(1)).
+        command->positionals_at_end();
+    } else if (chosen == "status") {
+        add_name_options(command, args);
+        add_json_option(command, args);
+    } else if (chosen == "list") {
+        command->add_option("-p,--pattern", args.pattern)->type_name("GLOB");
+        add_json_option(command, args);
+    } else if (chosen == "acquire") {
+        add_name_options(command, args);
+        add_ttl_option(command, args.ttl);
+        add_wait_options(command, args.wait, args.no_wait, args.fair, args.conflict_exit_code);
+        auto* json = command->add_flag("--json", args.json);
+        command->add_flag("--shell", args.shell)->excludes(json);
+    } else if (chosen == "extend") {
+        add_name_options(command, args);
+        command->add_option("--token", args.token)->type_name("TOKEN")->required();
+        add_ttl_option(command, args.ttl);
+    } else if (chosen == "release") {
+        add_name_options(command, args);
+        command->add_option("--token", args.token)->type_name("TOKEN");
+        command->add_flag("-f,--force", args.force);
+        command->add_flag("-y,--yes", args.yes);
+    } else if (chosen == "doctor") {
+        add_json_option(command, args);
     }
 
     try {
