@@ -348,9 +348,9 @@ void add_wait_options(CLI::App* cmd, std::optional<std::string>& wait_text, bool
 }
 
 // Runs whichever command was chosen once the config is loaded.
-int dispatch(CLI::App& app, const RunArgs& run_args, const CommandArgs& args,
+int dispatch(std::string_view chosen, const RunArgs& run_args, const CommandArgs& args,
              const config::Config& cfg) {
-    auto is = [&](const char* name) { return app.got_subcommand(name); };
+    auto is = [&](std::string_view name) { return chosen == name; };
     if (is("run")) {
         auto options = make_run_options(run_args, cfg);
         if (!options)
@@ -482,7 +482,8 @@ util::Error unexpected_word(int argc, char** argv, const std::vector<std::string
 }
 
 int run_main(int argc, char** argv) {
-    const std::string_view chosen = chosen_command(argc, argv);
+    // A copy: mask_passwords() rewrites argv, which the view would point into.
+    const std::string chosen(chosen_command(argc, argv));
     if (!chosen.empty() && help_text(chosen).empty() &&
         chosen.find("://") != std::string_view::npos)
         return report(unexpected_word(argc, argv, {std::string(chosen)}));
@@ -595,7 +596,7 @@ int run_main(int argc, char** argv) {
     auto cfg = load(global);
     if (!cfg)
         return report(cfg.error());
-    return dispatch(app, run_args, args, *cfg);
+    return dispatch(chosen, run_args, args, *cfg);
 }
 
 } // namespace
