@@ -417,6 +417,11 @@ TEST_CASE("two locks racing for the same key over five servers never both win") 
                 MESSAGE(i << " " << five.get(i));
         }
         CHECK(gone);
-        CHECK(five.token_nowhere(b.token()));
+        // b's requests to the servers it did not wait for may land after a's release
+        // there, and after b's own cleanup: a stale copy until its TTL, never a majority.
+        size_t b_copies = 0;
+        for (size_t i = 0; i < k_n; ++i)
+            b_copies += five.get(i) == b.token();
+        CHECK(b_copies < k_n / 2 + 1);
     }
 }
