@@ -38,6 +38,13 @@ class ErrorsTest(E2ETest):
                 # Unreachable servers are never waited on.
                 self.assertLess(r.elapsed, 5.0 * SLACK, r)
 
+    def test_no_server_answering_is_said_in_words_not_as_0_of_n(self):
+        urls = [a for _ in range(3) for a in ("-s", f"redis://127.0.0.1:{free_port()}")]
+        r, ran = self.run_lock(urls, "-k", "x")
+        self.assertFailure(r, ran, 69)
+        self.assertIn("none of the 3 servers answered, 2 needed", r.stderr)
+        self.assertNotIn("only 0 of", r.stderr)
+
     def test_missing_unix_socket_exits_69(self):
         r, ran = self.run_lock(["-s", "unix://" + self.path("no-such.sock")], "-k", "x")
         self.assertFailure(r, ran, 69)
