@@ -41,6 +41,7 @@ struct RunArgs {
     bool no_wait = false;
     bool fair = false;
     std::optional<std::string> conflict_exit_code;
+    std::optional<std::string> max_hold;
     std::vector<std::string> program;
 };
 
@@ -287,6 +288,12 @@ util::Expected<RunOptions> make_run_options(const RunArgs& args, const config::C
     options.conflict_exit_code = *code;
     options.program = args.program;
     options.fair = args.fair;
+    auto max_hold = optional_duration(args.max_hold);
+    if (!max_hold)
+        return std::unexpected(max_hold.error());
+    if (*max_hold && **max_hold <= std::chrono::milliseconds(0))
+        return util::fail(util::ErrorKind::usage, "--max-hold must be longer than 0");
+    options.max_hold = *max_hold;
     if (options.program.empty())
         return util::fail(util::ErrorKind::usage,
                           "run: no PROGRAM given (redlock run -k NAME -- PROGRAM [ARG...])");
@@ -520,6 +527,7 @@ int run_main(int argc, char** argv) {
         add_ttl_option(command, run_args.ttl);
         add_wait_options(command, run_args.wait, run_args.no_wait, run_args.fair,
                          run_args.conflict_exit_code);
+        add_text_option(command, "--max-hold", run_args.max_hold)->type_name("DURATION");
         command->add_option("program", run_args.program)->type_name("PROGRAM");
         // Options stop at PROGRAM, so its own flags are left alone (as with flock(1)).
         command->positionals_at_end();

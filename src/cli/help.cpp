@@ -44,7 +44,8 @@ Options:
 
 Exit status: 0 done; 1 doctor found a risk; 64 usage; 69 servers unavailable;
 70 internal error; 75 lock not acquired; 77 refused by the server; 78 config
-error; 79 lease lost; 126/127 PROGRAM not runnable; run: PROGRAM's own.
+error; 79 lease lost; 124 --max-hold ran out; 126/127 PROGRAM not runnable;
+run: PROGRAM's own.
 See redlock(1) and each command's --help.
 )";
 
@@ -63,10 +64,14 @@ Options:
                       waiters (not with -n)
   -E, --conflict-exit-code N
                       exit status when the lock is not acquired (default 75)
+      --max-hold DURATION
+                      stop PROGRAM once it has run this long (TERM, then KILL
+                      after the grace) and exit 124, as timeout(1)
   -h, --help          show this help
 )" GLOBAL_OPTIONS R"(
 Exit status: PROGRAM's own (128+N when killed by signal N); 75 (or -E) lock not
-acquired; 79 lease lost, PROGRAM stopped; 126/127 PROGRAM not runnable;
+acquired; 79 lease lost, PROGRAM stopped; 124 --max-hold ran out, PROGRAM
+stopped; 126/127 PROGRAM not runnable;
 )" COMMON_STATUS;
 
 constexpr std::string_view k_status = R"(Usage: redlock status [--json] NAME...

@@ -52,9 +52,11 @@ struct StopSchedule {
 class Supervisor {
   public:
     Supervisor(lock::Lock& lock, process::Child& child, process::SignalEvents& signals,
-               process::Watchdog& watchdog, std::string name)
+               process::Watchdog& watchdog, std::string name, std::optional<Millis> max_hold)
         : m_lock(lock), m_child(child), m_signals(signals), m_watchdog(watchdog),
-          m_name(std::move(name)), m_schedule(lock.ttl()) {
+          m_name(std::move(name)), m_schedule(lock.ttl()), m_max_hold(max_hold) {
+        if (max_hold)
+            m_max_hold_at = Clock::now() + *max_hold;
         auto ttl = lock.ttl();
         m_renew_interval = std::max<Millis>(ttl / 3, 1ms);
         m_retry_interval = std::clamp<Millis>(ttl / 10, 10ms, 1000ms);
@@ -94,11 +96,15 @@ class Supervisor {
         m_watchdog.disarm();
         if (m_lost)
             return util::exit_code::lease_lost;
+        if (m_timed_out)
+            return util::exit_code::max_hold;
         return process::exit_status_of(*m_program_status);
     }
 
   private:
     Clock::time_point term_at() const { return m_schedule.term_at(m_lock.validity_end()); }
+    // Between TERM and KILL when PROGRAM is stopped with the lease still held.
+    Millis stop_grace() const { return std::min<Millis>(m_schedule.grace, 5s); }
 
     // The next renewal: every ttl/3, but always well before the TERM deadline, even when a
     // slow acquisition ate into the lease, and at least two round trips before it: a
@@ -157,6 +163,8 @@ class Supervisor {
             // case something forked in between.
             wake = std::min(wake, m_killed ? now + 50ms : kill_at());
         }
+        if (m_max_hold_at && !m_program_status)
+            wake = std::min(wake, m_timed_out ? *m_max_hold_at + stop_grace() : *m_max_hold_at);
         if (m_leftover_kill_at && !m_leftover_killed)
             wake = std::min(wake, *m_leftover_kill_at);
         else if (m_leftover_killed && m_children_remain)
@@ -178,6 +186,20 @@ class Supervisor {
                 log::verbose("'{}': sending SIGKILL to PROGRAM's processes", m_name);
             m_child.signal_tree(SIGKILL);
             m_killed = true;
+        }
+        // --max-hold: PROGRAM has run long enough. It is stopped as on a lost lease (TERM,
+        // then KILL after the grace) while the lease is still renewed: the lock is ours
+        // until PROGRAM is gone.
+        if (m_max_hold_at && !m_program_status && !m_lost) {
+            if (!m_timed_out && now >= *m_max_hold_at) {
+                m_timed_out = true;
+                log::error("'{}': PROGRAM ran for {} (--max-hold); stopping it", m_name,
+                           util::format_duration(*m_max_hold));
+                m_child.signal_tree(SIGTERM);
+                m_child.signal_tree(SIGCONT);
+            } else if (m_timed_out && now >= *m_max_hold_at + stop_grace()) {
+                m_child.signal_tree(SIGKILL);
+            }
         }
         if (m_leftover_kill_at && now >= *m_leftover_kill_at && m_children_remain) {
             m_child.signal_tree(SIGKILL);
@@ -217,7 +239,7 @@ class Supervisor {
         m_lost = true;
         m_lock.abandon_renewal(now);
         if (at_once) // someone else may hold it already: do not wait for the lease to run out
-            m_lost_kill_at = std::min(kill_at(), now + std::min<Millis>(m_schedule.grace, 5s));
+            m_lost_kill_at = std::min(kill_at(), now + stop_grace());
         // Said before PROGRAM's own reaction to TERM can reach the terminal, but only if
         // stderr takes it at once: a full pipe or a terminal stopped by ^S must not delay
         // the TERM (then it is said after).
@@ -261,7 +283,7 @@ class Supervisor {
                     // unlocked, so stop them (TERM, then KILL) while we still hold the lease.
                     log::verbose("PROGRAM exited leaving processes behind; stopping them");
                     m_child.signal_tree(SIGTERM);
-                    m_leftover_kill_at = now + std::min<Millis>(m_schedule.grace, 5s);
+                    m_leftover_kill_at = now + stop_grace();
                 }
             } else if (sig == SIGTSTP && !m_program_status) {
                 // Ctrl-Z reached redlock, so PROGRAM is not the terminal's foreground job:
@@ -290,6 +312,9 @@ class Supervisor {
     process::Watchdog& m_watchdog;
     std::string m_name;
     StopSchedule m_schedule;
+    std::optional<Millis> m_max_hold;
+    std::optional<Clock::time_point> m_max_hold_at;
+    bool m_timed_out = false; // --max-hold ran out and PROGRAM was told to stop
 
     Millis m_renew_interval;
     Millis m_retry_interval;
@@ -356,7 +381,7 @@ int run_command(const RunOptions& options, const config::Config& config) {
     child->ignore_descendant(watchdog->pid());
     watchdog->watch_group(child->pid());
 
-    Supervisor supervisor(lock, *child, *signals, *watchdog, options.name);
+    Supervisor supervisor(lock, *child, *signals, *watchdog, options.name, options.max_hold);
     int status = supervisor.run();
     note_release(options.name, lock.release());
     return status;

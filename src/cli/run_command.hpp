@@ -18,6 +18,8 @@ struct RunOptions {
     int conflict_exit_code = 75;
     std::vector<std::string> program; // PROGRAM and its arguments
     bool fair = false;                // first come, first served among --fair waiters
+    // --max-hold: PROGRAM is stopped once it has run this long, and run exits 124.
+    std::optional<std::chrono::milliseconds> max_hold;
 };
 
 // Returns the exit status of the whole command.

@@ -42,6 +42,7 @@ inline constexpr int conflict = 75;
 inline constexpr int auth = 77;
 inline constexpr int config = 78;
 inline constexpr int lease_lost = 79;
+inline constexpr int max_hold = 124; // --max-hold ran out, as timeout(1)
 inline constexpr int cannot_execute = 126;
 inline constexpr int not_found = 127;
 } // namespace exit_code
