@@ -161,8 +161,8 @@ util::Expected<config::Config> load(const GlobalOptions& global) {
             auto parsed = config::parse_server_url(url);
             if (!parsed)
                 return std::unexpected(parsed.error());
-            cfg->servers.push_back(config::ServerConfig{std::move(*parsed), cfg->connect_timeout,
-                                                        cfg->command_timeout, {}});
+            cfg->servers.push_back(config::ServerConfig{
+                std::move(*parsed), cfg->connect_timeout, cfg->command_timeout, {}});
         }
     }
     // The same server twice would count twice towards the quorum (and, as both copies

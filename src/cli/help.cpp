@@ -12,12 +12,13 @@ constexpr std::array k_commands = {"run"sv,    "status"sv,  "list"sv,  "acquire"
                                    "extend"sv, "release"sv, "doctor"sv};
 
 // Every help but redlock's own ends with this.
-#define GLOBAL_OPTIONS                                                                      \
-    "\nGlobal options (before or after the command):\n"                                    \
+#define GLOBAL_OPTIONS                                                                             \
+    "\nGlobal options (before or after the command):\n"                                            \
     "  -c, --config FILE   -s, --server URL   -v, --verbose   -q, --quiet\n"
 
-#define COMMON_STATUS "64 usage; 69 servers unavailable; 70 internal error;\n"            \
-                      "77 refused by the server (password, ACL); 78 config error.\n"
+#define COMMON_STATUS                                                                              \
+    "64 usage; 69 servers unavailable; 70 internal error;\n"                                       \
+    "77 refused by the server (password, ACL); 78 config error.\n"
 
 constexpr std::string_view k_main = R"(Usage: redlock [OPTIONS] COMMAND [ARG]...
 Run a command under a distributed lock held in Redis.

@@ -110,6 +110,7 @@ int acquire_command(const AcquireOptions& options, const config::Config& config)
     auto acquired = acquire_waiting(lock, options.name, options.wait, *signals, options.fair);
     if (auto status = unless_acquired(acquired, options.conflict_exit_code))
         return *status;
+    token = lock.token(); // each attempt has its own: the one that acquired
     std::string out;
     if (options.json) {
         util::JsonWriter json;
@@ -219,13 +220,12 @@ int release_command(const ReleaseOptions& options, const config::Config& config)
     for (const auto& s : view.servers)
         if (s.token && tokens.find(*s.token) == std::string::npos)
             tokens += (tokens.empty() ? "" : ", ") + util::printable(*s.token);
-    const std::string where =
-        view.servers.size() == 1
-            ? std::string()
-            : util::format(" on {} of {} servers", deleted, view.servers.size());
-    bool printed = print_stdout(util::format("released '{}'{}: held by {}{}\n", options.name, where,
-                                             who,
-                                             tokens.empty() ? std::string() : ", token " + tokens));
+    const std::string where = view.servers.size() == 1 ? std::string()
+                                                       : util::format(" on {} of {} servers",
+                                                                      deleted, view.servers.size());
+    bool printed =
+        print_stdout(util::format("released '{}'{}: held by {}{}\n", options.name, where, who,
+                                  tokens.empty() ? std::string() : ", token " + tokens));
     if (deleted < holding)
         log::note("the lock changed on {} server{} while it was being released; run status again",
                   holding - deleted, holding - deleted == 1 ? "" : "s");

@@ -364,7 +364,8 @@ class Parser {
         for (auto& pending : servers)
             config.servers.push_back(ServerConfig{
                 std::move(pending.url), pending.connect_timeout.value_or(config.connect_timeout),
-                pending.command_timeout.value_or(config.command_timeout), std::move(pending.where)});
+                pending.command_timeout.value_or(config.command_timeout),
+                std::move(pending.where)});
         if (config.servers.empty())
             config.servers.push_back(default_server(config));
         return config;

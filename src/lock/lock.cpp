@@ -8,6 +8,7 @@
 #include "lock/scripts.hpp"
 #include "redis/fanout.hpp"
 #include "util/format.hpp"
+#include "util/random.hpp"
 
 namespace redlock::lock {
 
@@ -95,10 +96,14 @@ std::string script_call(const Script& script, bool by_sha, const std::string& ke
 Lock::Lock(const std::vector<config::ServerConfig>& servers, std::string key, std::string meta_key,
            std::string fence_key, std::string token, Millis ttl, std::vector<std::string> holder)
     : m_key(std::move(key)), m_meta_key(std::move(meta_key)), m_fence_key(std::move(fence_key)),
-      m_token(std::move(token)), m_holder(std::move(holder)), m_ttl(ttl) {
+      m_token(std::move(token)), m_waiter(m_token), m_holder(std::move(holder)), m_ttl(ttl) {
     m_conns.reserve(servers.size());
     for (const auto& s : servers)
         m_conns.emplace_back(s);
+    build_renewal();
+}
+
+void Lock::build_renewal() {
     std::vector<std::string> args{m_token, std::to_string(m_ttl.count())};
     m_renew_command = script_call(k_renew_script, true, m_key, m_meta_key, m_fence_key, args);
     m_renew_fallback = script_call(k_renew_script, false, m_key, m_meta_key, m_fence_key, args);
@@ -151,11 +156,24 @@ std::vector<ServerResult> Lock::collect() const {
 }
 
 util::Expected<AcquireResult> Lock::acquire(int interrupt_fd) {
+    // A fresh token for every attempt after the first: a request of an earlier attempt
+    // that runs late (a release finished by the background process, one abandoned on a
+    // frozen server) must not find, and delete or extend, this attempt's key. The model
+    // (tests/model) assumes exactly this.
+    if (m_attempts++ > 0) {
+        m_token = util::random_token();
+        build_renewal();
+        for (size_t i = 0; i + 1 < m_holder.size(); i += 2) // the metadata names it too
+            if (m_holder[i] == "token")
+                m_holder[i + 1] = m_token;
+    }
     std::vector<std::string> args{m_token, std::to_string(m_ttl.count())};
     std::vector<std::string> keys{m_key, m_meta_key, m_fence_key};
-    if (m_ticket) { // --fair: the queue's keys, our ticket and when a silent waiter is dropped
+    if (m_ticket) { // --fair: the queue's keys, our ticket, when a silent waiter is dropped,
+                    // and our place's id
         keys.insert(keys.end(), {queue_key(), waiting_key(), ticket_key()});
-        args.insert(args.end(), {std::to_string(*m_ticket), std::to_string(k_drop_waiter.count())});
+        args.insert(args.end(),
+                    {std::to_string(*m_ticket), std::to_string(k_drop_waiter.count()), m_waiter});
     }
     args.insert(args.end(), m_holder.begin(), m_holder.end());
     const Script& script = m_conns.size() == 1 ? k_acquire_single_script : k_acquire_script;
@@ -411,7 +429,7 @@ std::optional<long long> Lock::queue_position() {
     if (!m_ticket)
         return std::nullopt;
     const std::string key = queue_key();
-    const std::array<std::string_view, 3> argv{"ZRANK", key, m_token};
+    const std::array<std::string_view, 3> argv{"ZRANK", key, m_waiter};
     // Where we are not enrolled yet (nil, not an integer) we do not count; of the others,
     // the furthest back, so as not to promise more than a majority agrees on.
     auto ranks = integers_from_majority(redis::encode_command(argv));
@@ -424,7 +442,7 @@ void Lock::leave_queue() {
     if (!m_ticket)
         return;
     const std::array<std::string, 2> keys{queue_key(), waiting_key()};
-    const std::array<std::string, 1> args{m_token};
+    const std::array<std::string, 1> args{m_waiter};
     // Best effort: a place not given up here lapses by itself within k_drop_waiter.
     (void)integers_from_majority(script_call(k_fair_leave_script, false, keys, args));
     m_ticket.reset();

@@ -157,6 +157,7 @@ class Lock {
                                       const std::vector<bool>& only = {});
 
   private:
+    void build_renewal(); // the renewal commands, for the current token
     // Round 2 over several servers: writes `fence` where round 1 said yes (`yes_servers`)
     // and judges it by the servers in that set only. True when a majority confirmed.
     [[nodiscard]] bool write_fence(const std::vector<size_t>& yes_servers, long long fence,
@@ -178,7 +179,9 @@ class Lock {
     std::string m_key;
     std::string m_meta_key;
     std::string m_fence_key;
-    std::string m_token;
+    std::string m_token;  // this attempt's (fresh for each attempt after the first)
+    std::string m_waiter; // our place in the --fair queue: the first token, kept
+    size_t m_attempts = 0;
     long long m_fence = 0;
     std::optional<long long> m_ticket; // --fair
     std::vector<std::string> m_holder;

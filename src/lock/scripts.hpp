@@ -23,13 +23,14 @@ struct Script {
 // Returns this server's counter + 1, the fence this server alone would give (the client
 // takes the largest over a majority, lock/lock.hpp); when held by another owner,
 // -2 - PTTL (-1: held with no expiry), which a waiter sleeps by (k_held_reply).
-// --fair, for both acquire scripts: with six KEYS (4: the queue, a sorted set of waiters'
-// tokens by ticket; 5: each waiter's last attempt, in the server's TIME ms; 6: the ticket
+// --fair, for both acquire scripts: with six KEYS (4: the queue, a sorted set of waiters
+// by ticket; 5: each waiter's last attempt, in the server's TIME ms; 6: the ticket
 // counter) and ARGV[3] our ticket, ARGV[4] the ms after which a silent waiter is dropped,
-// the attempt first enrolls us (again, with the same ticket, where we were dropped or never
-// got: one order on every server), drops silent waiters at the head, and goes on only when
-// we are the head; else "held". The three keys expire 10 x ARGV[4] after the last attempt.
-// The holder's fields then start at ARGV[5].
+// ARGV[5] our waiter id (the queue member: it stays while each attempt has a fresh lock
+// token), the attempt first enrolls us (again, with the same ticket, where we were dropped
+// or never got: one order on every server), drops silent waiters at the head, and goes on
+// only when we are the head; else "held". The three keys expire 10 x ARGV[4] after the
+// last attempt. The holder's fields then start at ARGV[6].
 
 // The round-1 script (several servers) also says "acquired" on the release channel
 // ({<key>}:released) when it sets the lock, so that waiters spreading out their attempts
@@ -42,17 +43,17 @@ struct Script {
 // queue after a successful one.
 inline constexpr char k_fair_enrol[] = R"lua(local first = 3
 if #KEYS > 3 then
-  first = 5
+  first = 6
   local t = redis.call("time")
   local now = t[1] * 1000 + math.floor(t[2] / 1000)
   local keep = tonumber(ARGV[4]) * 10
-  redis.call("zadd", KEYS[4], "NX", ARGV[3], ARGV[1])
-  redis.call("zadd", KEYS[5], now, ARGV[1])
+  redis.call("zadd", KEYS[4], "NX", ARGV[3], ARGV[5])
+  redis.call("zadd", KEYS[5], now, ARGV[5])
   if tonumber(redis.call("get", KEYS[6]) or 0) < tonumber(ARGV[3]) then redis.call("set", KEYS[6], ARGV[3]) end
   for i = 4, 6 do redis.call("pexpire", KEYS[i], keep) end
   while true do
     local head = redis.call("zrange", KEYS[4], 0, 0)[1]
-    if head == nil or head == ARGV[1] then break end
+    if head == nil or head == ARGV[5] then break end
     local seen = redis.call("zscore", KEYS[5], head)
     if seen and tonumber(seen) > now - tonumber(ARGV[4]) then return -2 - math.max(redis.call("pttl", KEYS[1]), 0) end
     redis.call("zrem", KEYS[4], head)
@@ -61,8 +62,8 @@ if #KEYS > 3 then
 end
 )lua";
 inline constexpr char k_fair_leave[] = R"lua(  if #KEYS > 3 then
-    redis.call("zrem", KEYS[4], ARGV[1])
-    redis.call("zrem", KEYS[5], ARGV[1])
+    redis.call("zrem", KEYS[4], ARGV[5])
+    redis.call("zrem", KEYS[5], ARGV[5])
   end
 )lua";
 
@@ -103,7 +104,7 @@ if fence == nil then return redis.error_reply("ERR fence counter " .. KEYS[3] ..
 end
 return -2 - redis.call("pttl", KEYS[1]))lua");
 inline constexpr Script k_acquire_script{detail::view(k_acquire_text),
-                                         "ec711164dd5784936b97cf69d9c2eb85483bdc01"};
+                                         "83106397af7af01d70163103f6a1700dccaaeeb0"};
 
 // The whole acquisition on a single server: as k_acquire_script, and on success the
 // counter is incremented and the new fence, returned, is also recorded in the metadata.
@@ -124,7 +125,7 @@ if fence and tonumber(fence) == nil then return redis.error_reply("ERR fence cou
 end
 return -2 - redis.call("pttl", KEYS[1]))lua");
 inline constexpr Script k_acquire_single_script{detail::view(k_acquire_single_text),
-                                                "c73be8e87fcfa1947b8bfa6b2983576690abb079"};
+                                                "9551ff10bf70c3c1d00218684171b44af5b17ed8"};
 
 // Round 2 over several servers (ARGV[1] token, ARGV[2] fence): while this server still
 // holds our token, raise its counter to the fence, never lowering it, and record the fence

@@ -44,8 +44,8 @@ bool any_busy(std::span<const Connection> conns) {
     return false;
 }
 
-WaitResult wait(std::span<Connection> conns, const std::function<bool()>& decided,
-                int interrupt_fd, const std::optional<Clock::time_point>* recheck_at) {
+WaitResult wait(std::span<Connection> conns, const std::function<bool()>& decided, int interrupt_fd,
+                const std::optional<Clock::time_point>* recheck_at) {
     std::vector<pollfd> fds;
     while (any_busy(conns) && !decided()) {
         fds.clear();

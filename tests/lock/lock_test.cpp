@@ -107,6 +107,33 @@ TEST_CASE("a second lock on the same key finds it held and leaves the first unto
     CHECK(s.server.command({"HGETALL", k_meta}) == meta_before);
 }
 
+TEST_CASE("every attempt after the first has a fresh token, in the key and the metadata") {
+    // A late request of an earlier attempt (a release finished in the background, one
+    // abandoned on a frozen server) must not find, and delete, a later attempt's key.
+    OneServer s;
+    auto first = s.make_lock(10s);
+    REQUIRE(first.acquire());
+    auto second = s.make_lock(10s);
+    const std::string initial = second.token();
+    auto held = second.acquire();
+    REQUIRE(held);
+    CHECK(held->status == AcquireStatus::held);
+    CHECK(second.token() == initial); // the first attempt uses the token it was given
+    first.release();
+    auto acquired = second.acquire();
+    REQUIRE(acquired);
+    REQUIRE(acquired->status == AcquireStatus::acquired);
+    CHECK(second.token() != initial);
+    CHECK(s.get() == second.token());
+    CHECK(s.server.command({"HGET", k_meta, "token"}) == second.token());
+    // An earlier attempt's token deletes nothing; renewal uses the current one.
+    CHECK(s.server.command({"EVAL",
+                            "if redis.call('get', KEYS[1]) == ARGV[1] then "
+                            "return redis.call('del', KEYS[1]) end return 0",
+                            "1", k_key, initial}) == "0");
+    CHECK(second.extend(10s) == redlock::lock::RenewStatus::renewed);
+}
+
 TEST_CASE("releasing a lock deletes the key and its metadata") {
     OneServer s;
     auto lock = s.make_lock();

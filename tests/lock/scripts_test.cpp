@@ -90,11 +90,15 @@ TEST_CASE("the round-1 acquire script returns the counter plus one and writes no
 
 namespace {
 // The acquire scripts with --fair's queue: token, ticket, a 3 s drop.
+// An attempt with lock token `token` by the waiter `waiter` (its place in the queue; by
+// default named as the token).
 std::string fair(const RedisServer& server, const Script& script, const std::string& token,
-                 const std::string& ticket) {
+                 const std::string& ticket, std::string waiter = {}) {
+    if (waiter.empty())
+        waiter = token;
     return server.command({"EVAL", std::string(script.source), "6", "lock:x", "{lock:x}:meta",
                            "{lock:x}:fence", "{lock:x}:queue", "{lock:x}:waiting",
-                           "{lock:x}:tickets", token, "60000", ticket, "3000"});
+                           "{lock:x}:tickets", token, "60000", ticket, "3000", waiter});
 }
 } // namespace
 
@@ -125,6 +129,21 @@ TEST_CASE("a silent waiter at the head of the queue is dropped") {
     CHECK(fair(server, k_acquire_script, "alive", "2") == "1");
     CHECK(server.command({"EXISTS", "{lock:x}:queue"}) == "0");
     CHECK(server.command({"EXISTS", "{lock:x}:waiting"}) == "0");
+}
+
+TEST_CASE("a waiter keeps its place while each attempt has a fresh lock token") {
+    for (const Script* script : {&k_acquire_script, &k_acquire_single_script}) {
+        RedisServer server;
+        server.command({"SET", "lock:x", "holder", "PX", "60000"});
+        CHECK(held_with_pttl_near(fair(server, *script, "token-1", "1", "me"), 60000));
+        CHECK(held_with_pttl_near(fair(server, *script, "token-2", "1", "me"), 60000));
+        CHECK(server.command({"ZRANGE", "{lock:x}:queue", "0", "-1"}) == "[me]");
+        server.command({"DEL", "lock:x"});
+        // Acquired with the attempt's token; the place is left by the waiter's id.
+        CHECK(fair(server, *script, "token-3", "1", "me") != "0");
+        CHECK(server.command({"GET", "lock:x"}) == "token-3");
+        CHECK(server.command({"EXISTS", "{lock:x}:queue"}) == "0");
+    }
 }
 
 TEST_CASE("the leave script takes a waiter out of the queue") {
