@@ -13,6 +13,7 @@
 #include "cli/help.hpp"
 #include "cli/run_command.hpp"
 #include "config/config.hpp"
+#include "lock/lock.hpp"
 #include "lock/name.hpp"
 #include "util/duration.hpp"
 #include "util/error.hpp"
@@ -42,6 +43,7 @@ struct RunArgs {
     bool fair = false;
     std::optional<std::string> conflict_exit_code;
     std::optional<std::string> max_hold;
+    std::optional<std::string> min_validity;
     std::vector<std::string> program;
 };
 
@@ -294,6 +296,22 @@ util::Expected<RunOptions> make_run_options(const RunArgs& args, const config::C
     if (*max_hold && **max_hold <= std::chrono::milliseconds(0))
         return util::fail(util::ErrorKind::usage, "--max-hold must be longer than 0");
     options.max_hold = *max_hold;
+    auto min_validity = optional_duration(args.min_validity);
+    if (!min_validity)
+        return std::unexpected(min_validity.error());
+    if (*min_validity) {
+        // The most validity an acquisition can leave: the TTL less the drift allowance.
+        auto most = std::chrono::floor<std::chrono::milliseconds>(
+            lock::validity_end(lock::Clock::time_point{}, options.ttl) - lock::Clock::time_point{});
+        if (**min_validity >= most)
+            return util::fail(util::ErrorKind::usage,
+                              util::format("--min-validity must be less than the {} of "
+                                           "validity a {} ttl can leave (got {})",
+                                           util::format_duration(most),
+                                           util::format_duration(options.ttl),
+                                           util::format_duration(**min_validity)));
+    }
+    options.min_validity = *min_validity;
     if (options.program.empty())
         return util::fail(util::ErrorKind::usage,
                           "run: no PROGRAM given (redlock run -k NAME -- PROGRAM [ARG...])");
@@ -528,6 +546,7 @@ int run_main(int argc, char** argv) {
         add_wait_options(command, run_args.wait, run_args.no_wait, run_args.fair,
                          run_args.conflict_exit_code);
         add_text_option(command, "--max-hold", run_args.max_hold)->type_name("DURATION");
+        add_text_option(command, "--min-validity", run_args.min_validity)->type_name("DURATION");
         command->add_option("program", run_args.program)->type_name("PROGRAM");
         // Options stop at PROGRAM, so its own flags are left alone (as with flock(1)).
         command->positionals_at_end();

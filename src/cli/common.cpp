@@ -173,7 +173,8 @@ std::chrono::microseconds backoff_cap(const lock::Lock& lock) {
 
 util::Expected<Acquisition> wait_and_acquire(lock::Lock& lock, std::string_view name,
                                              std::optional<Millis> wait,
-                                             process::SignalEvents& signals) {
+                                             process::SignalEvents& signals,
+                                             std::optional<Millis> min_validity) {
     const auto started = Clock::now();
     std::optional<Clock::time_point> give_up;
     if (wait)
@@ -192,6 +193,26 @@ util::Expected<Acquisition> wait_and_acquire(lock::Lock& lock, std::string_view 
         if (!attempt)
             return util::fail(attempt.error().kind,
                               util::format("cannot lock '{}': {}", name, attempt.error().message));
+        if (attempt->status == lock::AcquireStatus::acquired && min_validity &&
+            lock.validity_end() - Clock::now() < *min_validity) {
+            // --min-validity: too little of the lease is left to start on; the attempt is
+            // released and counts as not acquired (the lock was free: try again soon).
+            auto left = std::chrono::floor<Millis>(lock.validity_end() - Clock::now());
+            log::verbose("acquired '{}' with {} of validity left, less than --min-validity {}; "
+                         "released",
+                         name, util::format_duration(std::max(left, Millis(0))),
+                         util::format_duration(*min_validity));
+            (void)lock.release();
+            if (give_up && Clock::now() >= *give_up) {
+                log::note("lock '{}' was not acquired with at least {} of validity left", name,
+                          util::format_duration(*min_validity));
+                return Acquisition{AcquireOutcome::conflict, 0};
+            }
+            if (int sig =
+                    sleep_interruptibly(signals, Clock::now() + util::random_between(10ms, 50ms)))
+                return Acquisition{AcquireOutcome::interrupted, sig};
+            continue;
+        }
         if (attempt->status == lock::AcquireStatus::acquired) {
             log::verbose(
                 "acquired '{}' in {} after {} attempt{}, fence {}{} ({})", name,
@@ -333,7 +354,8 @@ util::Expected<Acquisition> wait_and_acquire(lock::Lock& lock, std::string_view 
 
 util::Expected<Acquisition> acquire_waiting(lock::Lock& lock, std::string_view name,
                                             std::optional<Millis> wait,
-                                            process::SignalEvents& signals, bool fair) {
+                                            process::SignalEvents& signals, bool fair,
+                                            std::optional<Millis> min_validity) {
     // --fair takes its place in the queue first: arrival order is the order of tickets.
     // A single attempt (-n) has no use for one.
     if (fair && (!wait || wait->count() > 0)) {
@@ -343,7 +365,7 @@ util::Expected<Acquisition> acquire_waiting(lock::Lock& lock, std::string_view n
         else
             log::verbose("'{}': waiting in line with ticket {}", name, *ticket);
     }
-    auto result = wait_and_acquire(lock, name, wait, signals);
+    auto result = wait_and_acquire(lock, name, wait, signals, min_validity);
     // A waiter that stops waiting gives its place up at once. One that acquired has left
     // the queue where it set the lock; over several servers, there may be others where its
     // attempt found the lock still held, and its place there would hold up the next.

@@ -34,10 +34,12 @@ struct Acquisition {
 // Tries to acquire, retrying with a jittered delay while the lock is held by another owner
 // until `wait` runs out (nullopt: forever; 0: a single attempt). Servers that cannot be
 // reached are never waited on: that is an error at once. A forwarded signal interrupts.
+// With `min_validity`, an acquisition that leaves less than that of the lease is released
+// and counts as not acquired.
 [[nodiscard]] util::Expected<Acquisition>
 acquire_waiting(lock::Lock& lock, std::string_view name,
                 std::optional<std::chrono::milliseconds> wait, process::SignalEvents& signals,
-                bool fair = false);
+                bool fair = false, std::optional<std::chrono::milliseconds> min_validity = {});
 
 // The exit status when acquisition did not end with the lock: the error's, 128+N for an
 // interrupting signal, or `conflict_exit_code`. nullopt when the lock was acquired.

@@ -68,6 +68,9 @@ Options:
       --max-hold DURATION
                       stop PROGRAM once it has run this long (TERM, then KILL
                       after the grace) and exit 124, as timeout(1)
+      --min-validity DURATION
+                      start PROGRAM only with at least this much of the lease
+                      left after acquiring; otherwise it counts as not acquired
   -h, --help          show this help
 )" GLOBAL_OPTIONS R"(
 Exit status: PROGRAM's own (128+N when killed by signal N); 75 (or -E) lock not

@@ -342,7 +342,8 @@ int run_command(const RunOptions& options, const config::Config& config) {
     const auto token = util::random_token();
     auto lock =
         make_lock(config, options.name, token, options.ttl, lock::holder_fields(holder, token));
-    auto acquired = acquire_waiting(lock, options.name, options.wait, *signals, options.fair);
+    auto acquired = acquire_waiting(lock, options.name, options.wait, *signals, options.fair,
+                                    options.min_validity);
     if (auto status = unless_acquired(acquired, options.conflict_exit_code))
         return *status;
 

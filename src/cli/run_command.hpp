@@ -20,6 +20,8 @@ struct RunOptions {
     bool fair = false;                // first come, first served among --fair waiters
     // --max-hold: PROGRAM is stopped once it has run this long, and run exits 124.
     std::optional<std::chrono::milliseconds> max_hold;
+    // --min-validity: PROGRAM starts only with at least this much of the lease left.
+    std::optional<std::chrono::milliseconds> min_validity;
 };
 
 // Returns the exit status of the whole command.

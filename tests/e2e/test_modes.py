@@ -1,4 +1,4 @@
-"""Modes of run (contract "Modes of run (round 2)"): --max-hold."""
+"""Modes of run (contract "Modes of run (round 2)"): --max-hold, --min-validity."""
 
 import os
 import time
@@ -59,6 +59,44 @@ class MaxHoldTest(E2ETest):
         for value in ("0", "-1s", "soon", ""):
             with self.subTest(value=value):
                 r = self.run_held(f"--max-hold={value}", "--", "true")
+                self.assertStatus(r, 64)
+                self.assertMessages(r.stderr)
+
+
+class MinValidityTest(E2ETest):
+    def setUp(self):
+        super().setUp()
+        self.server = self.redis_server()
+
+    def test_too_little_validity_left_is_not_acquired_and_the_lock_is_released(self):
+        # 150 ms each way: an acquisition takes at least 300 ms of a 1 s lease.
+        proxy = self.delay_proxy(self.server, 0.15)
+        marker = self.path("ran")
+        for wait in (["-n"], ["-w", "1s"]):
+            with self.subTest(wait=wait):
+                r = self.run_redlock(["-s", proxy.url(), "run", "-k", "mv", "-t", "1s",
+                                      "--min-validity", "900ms", *wait, "--", "touch", marker],
+                                     timeout=30)
+                self.assertStatus(r, 75)
+                self.assertIn("was not acquired with at least 900ms of validity left", r.stderr)
+                self.assertFalse(os.path.exists(marker))
+                self.assertKeyGone(self.server, "lock:mv")
+        # -E applies as to any lock not acquired.
+        r = self.run_redlock(["-s", proxy.url(), "run", "-k", "mv", "-t", "1s",
+                              "--min-validity", "900ms", "-n", "-E", "3", "--", "true"])
+        self.assertStatus(r, 3)
+
+    def test_enough_validity_left_runs_program(self):
+        r = self.run_redlock(["-s", self.server.url(), "run", "-k", "mv", "-t", "10s",
+                              "--min-validity", "5s", "--", "sh", "-c", "exit 4"])
+        self.assertStatus(r, 4)
+
+    def test_a_min_validity_the_ttl_cannot_give_is_a_usage_error(self):
+        for args in (["-t", "1s", "--min-validity", "1s"], ["--min-validity", "30s"],
+                     ["--min-validity", "soon"]):
+            with self.subTest(args=args):
+                r = self.run_redlock(["-s", self.server.url(), "run", "-k", "mv", *args, "--",
+                                      "true"])
                 self.assertStatus(r, 64)
                 self.assertMessages(r.stderr)
 
