@@ -44,6 +44,7 @@ struct RunArgs {
     std::optional<std::string> conflict_exit_code;
     std::optional<std::string> max_hold;
     std::optional<std::string> min_validity;
+    std::optional<std::string> min_hold;
     std::vector<std::string> program;
 };
 
@@ -312,6 +313,10 @@ util::Expected<RunOptions> make_run_options(const RunArgs& args, const config::C
                                            util::format_duration(**min_validity)));
     }
     options.min_validity = *min_validity;
+    auto min_hold = optional_duration(args.min_hold);
+    if (!min_hold)
+        return std::unexpected(min_hold.error());
+    options.min_hold = *min_hold;
     if (options.program.empty())
         return util::fail(util::ErrorKind::usage,
                           "run: no PROGRAM given (redlock run -k NAME -- PROGRAM [ARG...])");
@@ -547,6 +552,7 @@ int run_main(int argc, char** argv) {
                          run_args.conflict_exit_code);
         add_text_option(command, "--max-hold", run_args.max_hold)->type_name("DURATION");
         add_text_option(command, "--min-validity", run_args.min_validity)->type_name("DURATION");
+        add_text_option(command, "--min-hold", run_args.min_hold)->type_name("DURATION");
         command->add_option("program", run_args.program)->type_name("PROGRAM");
         // Options stop at PROGRAM, so its own flags are left alone (as with flock(1)).
         command->positionals_at_end();

@@ -71,6 +71,9 @@ Options:
       --min-validity DURATION
                       start PROGRAM only with at least this much of the lease
                       left after acquiring; otherwise it counts as not acquired
+      --min-hold DURATION
+                      keep the lock at least this long after acquiring, even
+                      when PROGRAM ends sooner (cron hosts whose clocks differ)
   -h, --help          show this help
 )" GLOBAL_OPTIONS R"(
 Exit status: PROGRAM's own (128+N when killed by signal N); 75 (or -E) lock not

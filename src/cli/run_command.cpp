@@ -346,6 +346,7 @@ int run_command(const RunOptions& options, const config::Config& config) {
                                     options.min_validity);
     if (auto status = unless_acquired(acquired, options.conflict_exit_code))
         return *status;
+    const auto acquired_at = Clock::now();
 
     // A renewal must be answered well inside the lease; past a quarter of the TTL one slow
     // round trip more loses it. Said once, at the start, not when it is too late.
@@ -384,6 +385,21 @@ int run_command(const RunOptions& options, const config::Config& config) {
 
     Supervisor supervisor(lock, *child, *signals, *watchdog, options.name, options.max_hold);
     int status = supervisor.run();
+    // --min-hold: held at least D from acquiring. What is left of D becomes the lease
+    // (compare-and-pexpire, as a renewal) instead of a release; it then simply expires.
+    // Not after a lost lease (the lock is not ours), nor for the last few milliseconds.
+    if (options.min_hold && status != util::exit_code::lease_lost) {
+        auto left = std::chrono::ceil<Millis>(acquired_at + *options.min_hold - Clock::now());
+        if (left >= 10ms) {
+            if (lock.extend(left) == lock::RenewStatus::renewed) {
+                log::verbose("'{}' stays held for {} more (--min-hold {})", options.name,
+                             util::format_duration(left), util::format_duration(*options.min_hold));
+                return status;
+            }
+            log::verbose("'{}': could not keep it for the rest of --min-hold; releasing it: {}",
+                         options.name, lock::describe_round(lock.last_round()));
+        }
+    }
     note_release(options.name, lock.release());
     return status;
 }

@@ -22,6 +22,8 @@ struct RunOptions {
     std::optional<std::chrono::milliseconds> max_hold;
     // --min-validity: PROGRAM starts only with at least this much of the lease left.
     std::optional<std::chrono::milliseconds> min_validity;
+    // --min-hold: the lock stays held at least this long after acquiring.
+    std::optional<std::chrono::milliseconds> min_hold;
 };
 
 // Returns the exit status of the whole command.

@@ -1,4 +1,5 @@
-"""Modes of run (contract "Modes of run (round 2)"): --max-hold, --min-validity."""
+"""Modes of run (contract "Modes of run (round 2)"): --max-hold, --min-validity,
+--min-hold."""
 
 import os
 import time
@@ -99,6 +100,41 @@ class MinValidityTest(E2ETest):
                                       "true"])
                 self.assertStatus(r, 64)
                 self.assertMessages(r.stderr)
+
+
+class MinHoldTest(E2ETest):
+    def setUp(self):
+        super().setUp()
+        self.server = self.redis_server()
+        self.url = self.server.url()
+
+    def test_a_short_program_leaves_the_lock_held_for_the_rest_of_min_hold(self):
+        # The cron case: host B, a little late, must not run the slot's job again.
+        r = self.run_redlock(["-s", self.url, "run", "-k", "slot", "--min-hold", "2s", "--",
+                              "true"])
+        self.assertStatus(r, 0)
+        self.assertEqual(r.stderr, "")
+        pttl = int(self.server.command("PTTL", "lock:slot"))
+        self.assertGreater(pttl, 0)
+        self.assertLessEqual(pttl, 2000)
+        late = self.run_redlock(["-s", self.url, "run", "-k", "slot", "-n", "--", "true"])
+        self.assertStatus(late, 75)
+        # Then it simply expires, and the lock is free again.
+        wait_until(lambda: self.server.command("EXISTS", "lock:slot") == 0, 10,
+                   message="the lock to expire")
+        r = self.run_redlock(["-s", self.url, "run", "-k", "slot", "-n", "--", "true"])
+        self.assertStatus(r, 0)
+
+    def test_a_program_longer_than_min_hold_is_released_at_its_end(self):
+        r = self.run_redlock(["-s", self.url, "run", "-k", "long", "--min-hold", "200ms", "--",
+                              "sleep", "0.5"])
+        self.assertStatus(r, 0)
+        self.assertEqual(self.server.command("EXISTS", "lock:long"), 0)
+
+    def test_program_status_is_kept(self):
+        r = self.run_redlock(["-s", self.url, "run", "-k", "st", "--min-hold", "1s", "--",
+                              "sh", "-c", "exit 5"])
+        self.assertStatus(r, 5)
 
 
 if __name__ == "__main__":
