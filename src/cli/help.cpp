@@ -16,6 +16,16 @@ constexpr std::array k_commands = {"run"sv,    "status"sv,  "list"sv,  "acquire"
     "\nGlobal options (before or after the command):\n"                                            \
     "  -c, --config FILE   -s, --server URL   -v, --verbose   -q, --quiet\n"
 
+// The options of run and acquire that decide how the lock is waited for.
+#define WAIT_OPTIONS                                                                               \
+    "  -w, --wait DURATION wait at most this long for the lock (default: forever;\n"               \
+    "                      -w 0 is -n; --timeout is the same option)\n"                            \
+    "  -n, --no-wait       give up at once if the lock is held (also --nonblock)\n"                \
+    "      --fair          wait in line: first come, first served among --fair\n"                  \
+    "                      waiters (not with -n)\n"                                                \
+    "  -E, --conflict-exit-code N\n"                                                               \
+    "                      exit status when the lock is not acquired (default 75)\n"
+
 #define COMMON_STATUS                                                                              \
     "64 usage; 69 servers unavailable; 70 internal error;\n"                                       \
     "77 refused by the server (password, ACL); 78 config error.\n"
@@ -58,14 +68,7 @@ PROGRAM ends.
 Options:
   -k, --key NAME      the lock's name (required)
   -t, --ttl DURATION  lease length, renewed while PROGRAM runs (default 30s)
-  -w, --wait DURATION wait at most this long for the lock (default: forever;
-                      -w 0 is -n; --timeout is the same option)
-  -n, --no-wait       give up at once if the lock is held (also --nonblock)
-      --fair          wait in line: first come, first served among --fair
-                      waiters (not with -n)
-  -E, --conflict-exit-code N
-                      exit status when the lock is not acquired (default 75)
-      --max-hold DURATION
+)" WAIT_OPTIONS R"(      --max-hold DURATION
                       stop PROGRAM once it has run this long (TERM, then KILL
                       after the grace) and exit 124, as timeout(1)
       --min-validity DURATION
@@ -111,14 +114,7 @@ script releases it with release --token, or extends it with extend.
 Options:
   -k, --key NAME      the lock's name, the same as NAME
   -t, --ttl DURATION  lease length; the lock expires after it (default 30s)
-  -w, --wait DURATION wait at most this long for the lock (default: forever;
-                      -w 0 is -n; --timeout is the same option)
-  -n, --no-wait       give up at once if the lock is held (also --nonblock)
-      --fair          wait in line: first come, first served among --fair
-                      waiters (not with -n)
-  -E, --conflict-exit-code N
-                      exit status when the lock is not acquired (default 75)
-      --json          print one JSON document (see redlock(1))
+)" WAIT_OPTIONS R"(      --json          print one JSON document (see redlock(1))
       --shell         print REDLOCK_KEY, REDLOCK_TOKEN and REDLOCK_FENCE
                       assignments for eval
   -h, --help          show this help
@@ -166,6 +162,7 @@ Exit status: 0 every server is fit for locking; 1 a risk was found;
 )" COMMON_STATUS;
 
 #undef GLOBAL_OPTIONS
+#undef WAIT_OPTIONS
 #undef COMMON_STATUS
 
 } // namespace
