@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <poll.h>
 #include <sys/wait.h>
@@ -9,6 +10,7 @@
 
 #include "cli/common.hpp"
 #include "lock/holder.hpp"
+#include "lock/inspect.hpp"
 #include "lock/lock.hpp"
 #include "lock/name.hpp"
 #include "process/child.hpp"
@@ -330,9 +332,45 @@ class Supervisor {
     bool m_leftover_killed = false;
 };
 
+// A run started inside a run of the same NAME (flock's FLOCKER idiom): its environment names
+// the lock (REDLOCK_KEY) and the outer run's token (REDLOCK_TOKEN). If that token holds the
+// lock on a majority of these servers, PROGRAM replaces redlock at once, under the outer
+// lock: the outer run renews it, stops PROGRAM with its own on a lost lease (PROGRAM is in
+// its tree) and releases it; taking it again would wait on ourselves forever. Nothing in
+// the environment is trusted unchecked: a token that is stale, forged or from other servers
+// makes this an ordinary run. Returns the exit status when nested (exec failed), nullopt
+// when not.
+std::optional<int> run_nested(const RunOptions& options, const config::Config& config) {
+    const char* key = std::getenv("REDLOCK_KEY");
+    const char* token = std::getenv("REDLOCK_TOKEN");
+    if (!key || !token || !*token || options.name != key)
+        return std::nullopt;
+    auto lock = make_lock(config, options.name, token, options.ttl);
+    auto view = lock::inspect(lock.connections(), config.key_prefix, options.name, true);
+    if (view.state != lock::LockState::held || view.token != token) {
+        log::verbose("'{}': the REDLOCK_TOKEN inherited does not hold it on these servers "
+                     "({}); acquiring it",
+                     options.name, lock::state_name(view.state));
+        return std::nullopt;
+    }
+    if (options.max_hold || options.min_hold)
+        log::note("'{}' is held by the run this one is nested in; --max-hold and --min-hold "
+                  "apply to that run, not here",
+                  options.name);
+    // The fence is the outer run's, as the servers have it (the environment may be edited).
+    if (view.fence)
+        ::setenv("REDLOCK_FENCE", std::to_string(*view.fence).c_str(), 1);
+    log::verbose("'{}' is held by the run this one is nested in (fence {}); running PROGRAM "
+                 "under it",
+                 options.name, view.fence.value_or(0));
+    return report(process::exec_in_place(options.program));
+}
+
 } // namespace
 
 int run_command(const RunOptions& options, const config::Config& config) {
+    if (auto status = run_nested(options, config))
+        return *status;
     auto signals = process::SignalEvents::open();
     if (!signals)
         return report(signals.error());

@@ -105,6 +105,17 @@ util::Expected<Child> Child::spawn(const SpawnOptions& options) {
     return child;
 }
 
+util::Error exec_in_place(const std::vector<std::string>& argv) {
+    std::vector<char*> args;
+    for (const auto& s : argv)
+        args.push_back(const_cast<char*>(s.c_str()));
+    args.push_back(nullptr);
+    ::execvp(args[0], args.data());
+    const int err = errno;
+    return {err == ENOENT ? util::ErrorKind::not_found : util::ErrorKind::cannot_execute,
+            util::format("cannot run '{}': {}", argv[0], std::strerror(err))};
+}
+
 void Child::signal_group(int sig) const {
     if (m_pid > 0)
         ::kill(-m_pid, sig);

@@ -62,6 +62,10 @@ class Child {
     util::UniqueFd m_tty_owner; // an opened /dev/tty
 };
 
+// Replaces redlock with PROGRAM (a nested run: the outer run supervises it). Returns only
+// when exec failed: not_found (127) or cannot_execute (126).
+[[nodiscard]] util::Error exec_in_place(const std::vector<std::string>& argv);
+
 // Reaps every child that has changed state. Records PROGRAM's wait status when it ends,
 // and reports whether PROGRAM stopped (job control). Returns true while any child remains.
 struct ReapResult {

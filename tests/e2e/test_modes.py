@@ -1,11 +1,12 @@
 """Modes of run (contract "Modes of run (round 2)"): --max-hold, --min-validity,
---min-hold."""
+--min-hold, nested runs."""
 
 import os
 import time
 import unittest
 
-from redlock_e2e import SLACK, E2ETest, pid_alive, read_pid_file, wait_until
+from redlock_e2e import (REDLOCK_BIN, SLACK, E2ETest, pid_alive, read_pid_file,
+                         wait_until)
 
 
 class MaxHoldTest(E2ETest):
@@ -135,6 +136,100 @@ class MinHoldTest(E2ETest):
         r = self.run_redlock(["-s", self.url, "run", "-k", "st", "--min-hold", "1s", "--",
                               "sh", "-c", "exit 5"])
         self.assertStatus(r, 5)
+
+
+# PROGRAM of the outer run: records its fence, runs the inner `redlock run -n` of the same
+# NAME (which would exit 75 if it tried to take the lock), then records the inner status
+# and the lock's token on the first server once the inner run is over.
+NESTED_OUTER = r'''
+d=$1; shift
+printf '%s' "$REDLOCK_FENCE" > "$d/outer-fence"
+printf '%s' "$REDLOCK_TOKEN" > "$d/outer-token"
+"$@" sh -c 'printf "%s" "$REDLOCK_FENCE" > "$1/inner-fence"; exit 7' sh "$d"
+echo $? > "$d/inner-status"
+redis-cli -p "$PORT" GET lock:nest > "$d/token-after"
+'''
+
+
+class NestedRunTest(E2ETest):
+    servers = 1
+
+    def setUp(self):
+        super().setUp()
+        self.redis = [self.redis_server() for _ in range(self.servers)]
+        self.global_args = [a for s in self.redis for a in ("-s", s.url())]
+
+    def read(self, name):
+        with open(self.path(name)) as f:
+            return f.read().strip()
+
+    def test_a_run_inside_a_run_of_the_same_name_runs_under_the_outer_lock(self):
+        inner = [REDLOCK_BIN, *self.global_args, "run", "-k", "nest", "-n", "--"]
+        env = self.env({"PORT": str(self.redis[0].port)})
+        r = self.run_redlock([*self.global_args, "run", "-k", "nest", "--", "sh", "-c",
+                              NESTED_OUTER, "sh", self.tmp, *inner], env=env)
+        self.assertStatus(r, 0)
+        self.assertEqual(r.stderr, "")
+        self.assertEqual(self.read("inner-status"), "7")  # PROGRAM's own status, not 75
+        self.assertEqual(self.read("inner-fence"), self.read("outer-fence"))
+        # The inner run released nothing: the outer token still held the lock after it.
+        self.assertEqual(self.read("token-after"), self.read("outer-token"))
+        for server in self.redis:
+            self.assertKeyGone(server, "lock:nest")
+
+    def test_a_token_that_no_longer_holds_the_lock_is_an_ordinary_run(self):
+        r = self.run_redlock([*self.global_args, "run", "-k", "nest", "--", "sh", "-c",
+                              'env | grep ^REDLOCK_ > "$1"', "sh", self.path("env")])
+        self.assertStatus(r, 0)
+        stale = dict(line.split("=", 1) for line in self.read("env").splitlines())
+        r = self.run_redlock([*self.global_args, "-v", "run", "-k", "nest", "-n", "--", "sh",
+                              "-c", 'printf "%s %s" "$REDLOCK_TOKEN" "$REDLOCK_FENCE" > "$1"',
+                              "sh", self.path("second")], env=self.env(stale))
+        self.assertStatus(r, 0)
+        self.assertIn("the REDLOCK_TOKEN inherited does not hold it on these servers (free)",
+                      r.stderr)
+        token, fence = self.read("second").split()
+        self.assertNotEqual(token, stale["REDLOCK_TOKEN"])
+        self.assertGreater(int(fence), int(stale["REDLOCK_FENCE"]))
+        for server in self.redis:
+            self.assertKeyGone(server, "lock:nest")
+
+    def test_a_forged_or_foreign_token_never_gets_in(self):
+        holder = self.holder(["-k", "nest"], global_args=self.global_args).wait_ready()
+        marker = self.path("ran")
+        forged = [
+            {"REDLOCK_KEY": "nest", "REDLOCK_TOKEN": "0123456789abcdef0123456789abcdef"},
+            {"REDLOCK_KEY": "nest", "REDLOCK_TOKEN": holder.token.upper()},
+            {"REDLOCK_KEY": "other", "REDLOCK_TOKEN": holder.token},  # another lock's
+            {"REDLOCK_KEY": "nest", "REDLOCK_TOKEN": ""},
+        ]
+        for extra in forged:
+            with self.subTest(env=extra):
+                r = self.run_redlock([*self.global_args, "run", "-k", "nest", "-n", "--",
+                                      "touch", marker], env=self.env(extra))
+                self.assertStatus(r, 75)
+                self.assertFalse(os.path.exists(marker))
+        # The true token from another lock server set (here: none of ours) is not trusted
+        # either: another server holds nothing under it.
+        other = self.redis_server()
+        r = self.run_redlock(["-s", other.url(), "run", "-k", "nest", "-n", "--", "sh", "-c",
+                              'printf "%s" "$REDLOCK_TOKEN" > "$1"', "sh", marker],
+                             env=self.env({"REDLOCK_KEY": "nest",
+                                           "REDLOCK_TOKEN": holder.token}))
+        self.assertStatus(r, 0)
+        self.assertNotEqual(self.read("ran"), holder.token)
+        self.assertEqual(holder.release(), 0)
+
+    def test_an_unknown_program_in_a_nested_run_is_127(self):
+        inner = [REDLOCK_BIN, *self.global_args, "run", "-k", "nest", "--"]
+        r = self.run_redlock([*self.global_args, "run", "-k", "nest", "--", *inner,
+                              "no-such-program-x"])
+        self.assertStatus(r, 127)
+        self.assertIn("cannot run 'no-such-program-x'", r.stderr)
+
+
+class NestedRunFiveServersTest(NestedRunTest):
+    servers = 5
 
 
 if __name__ == "__main__":
