@@ -9,7 +9,7 @@ _redlock_global_opts='-c --config -s --server -v --verbose -q --quiet -h --help 
 _redlock_command_opts() {
     case $1 in
         run) echo '-k --key -t --ttl -w --wait --timeout -n --no-wait --nonblock --fair
-                   -E --conflict-exit-code --max-hold --min-validity --min-hold' ;;
+                   -E --conflict-exit-code --max-hold --min-validity --min-hold --once-per' ;;
         status) echo '-k --key --json' ;;
         list) echo '-p --pattern --json' ;;
         acquire) echo '-k --key -t --ttl -w --wait --timeout -n --no-wait --nonblock --fair
@@ -66,7 +66,7 @@ _redlock() {
                 continue
                 ;;
             -k | --key | -t | --ttl | -w | --wait | --timeout | -E | --conflict-exit-code | \
-                --max-hold | --min-validity | --min-hold | --token | -p | --pattern)
+                --max-hold | --min-validity | --min-hold | --once-per | --token | -p | --pattern)
                 [[ -n $command ]] && ((i++))
                 continue
                 ;;
@@ -127,7 +127,7 @@ _redlock() {
             esac
             return
             ;;
-        -t | --ttl | -w | --wait | --timeout | --max-hold | --min-validity | --min-hold)
+        -t | --ttl | -w | --wait | --timeout | --max-hold | --min-validity | --min-hold | --once-per)
             COMPREPLY=($(compgen -W '250ms 10s 30s 1m 5m 10m 30m 1h 2h' -- "$cur"))
             return
             ;;

@@ -15,7 +15,7 @@ packages=(
     g++ cmake make pkg-config
     libcli11-dev libhiredis-dev libtomlplusplus-dev doctest-dev
     # test
-    redis-server python3 util-linux procps clang-format spin
+    redis-server python3 util-linux procps clang-format spin faketime
     # bench
     hyperfine valgrind time strace
     # packaging tests

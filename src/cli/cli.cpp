@@ -45,6 +45,7 @@ struct RunArgs {
     std::optional<std::string> max_hold;
     std::optional<std::string> min_validity;
     std::optional<std::string> min_hold;
+    std::optional<std::string> once_per;
     std::vector<std::string> program;
 };
 
@@ -317,6 +318,14 @@ util::Expected<RunOptions> make_run_options(const RunArgs& args, const config::C
     if (!min_hold)
         return std::unexpected(min_hold.error());
     options.min_hold = *min_hold;
+    auto once_per = optional_duration(args.once_per);
+    if (!once_per)
+        return std::unexpected(once_per.error());
+    if (*once_per && **once_per < std::chrono::seconds(1))
+        return util::fail(util::ErrorKind::usage,
+                          util::format("--once-per must be at least 1s (got {})",
+                                       util::format_duration(**once_per)));
+    options.once_per = *once_per;
     if (options.program.empty())
         return util::fail(util::ErrorKind::usage,
                           "run: no PROGRAM given (redlock run -k NAME -- PROGRAM [ARG...])");
@@ -553,6 +562,7 @@ int run_main(int argc, char** argv) {
         add_text_option(command, "--max-hold", run_args.max_hold)->type_name("DURATION");
         add_text_option(command, "--min-validity", run_args.min_validity)->type_name("DURATION");
         add_text_option(command, "--min-hold", run_args.min_hold)->type_name("DURATION");
+        add_text_option(command, "--once-per", run_args.once_per)->type_name("DURATION");
         command->add_option("program", run_args.program)->type_name("PROGRAM");
         // Options stop at PROGRAM, so its own flags are left alone (as with flock(1)).
         command->positionals_at_end();

@@ -77,6 +77,10 @@ Options:
       --min-hold DURATION
                       keep the lock at least this long after acquiring, even
                       when PROGRAM ends sooner (cron hosts whose clocks differ)
+      --once-per DURATION
+                      run at most once in each slot of this length, counted on
+                      the servers' clock (1h: on the hour, UTC); a later run in
+                      the slot exits 75 (or -E) without running PROGRAM
   -h, --help          show this help
 )" GLOBAL_OPTIONS R"(
 Exit status: PROGRAM's own (128+N when killed by signal N); 75 (or -E) lock not

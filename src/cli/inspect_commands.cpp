@@ -6,6 +6,7 @@
 #include "cli/common.hpp"
 #include "lock/inspect.hpp"
 #include "redis/fanout.hpp"
+#include "util/duration.hpp"
 #include "util/format.hpp"
 #include "util/json.hpp"
 #include "util/log.hpp"
@@ -45,6 +46,37 @@ void write_holder(util::JsonWriter& json, const std::optional<lock::Holder>& hol
         .end_object();
 }
 
+util::UtcMillis utc(long long unix_ms) {
+    return util::UtcMillis(Millis(unix_ms));
+}
+
+void write_last_run(util::JsonWriter& json, const std::optional<lock::LastRun>& run) {
+    json.key("last_run");
+    if (!run) {
+        json.null();
+        return;
+    }
+    json.begin_object()
+        .field("slot_start", util::format_utc_timestamp(utc(run->slot * run->slot_ms)))
+        .field("slot_ms", run->slot_ms)
+        .field("host", run->who.host)
+        .field("pid", run->who.pid)
+        .field("user", run->who.user)
+        .field("command", run->who.command)
+        .field("started_at", util::format_utc_timestamp(utc(run->started_ms)));
+    json.key("ended_at");
+    if (run->ended_ms)
+        json.value(util::format_utc_timestamp(utc(*run->ended_ms)));
+    else
+        json.null();
+    json.key("exit_status");
+    if (run->status)
+        json.value(*run->status);
+    else
+        json.null();
+    json.end_object();
+}
+
 void write_view(util::JsonWriter& json, const lock::LockView& view) {
     json.begin_object()
         .field("name", view.name)
@@ -63,6 +95,7 @@ void write_view(util::JsonWriter& json, const lock::LockView& view) {
     else
         json.null();
     write_holder(json, view.holder);
+    write_last_run(json, view.last_run);
     json.key("servers").begin_array();
     for (const auto& s : view.servers) {
         json.begin_object().field("server", s.server).field("state", server_state(s));
@@ -133,6 +166,19 @@ void print_view(std::string& out, const lock::LockView& view) {
         if (view.fence)
             out += util::format("  fence     {}\n", *view.fence);
         break;
+    }
+    if (const auto& run = view.last_run) {
+        out += util::format("  last run  the {} slot from {}\n",
+                            util::format_duration(Millis(run->slot_ms)),
+                            util::format_utc_timestamp(utc(run->slot * run->slot_ms)));
+        out += util::format("            by {}, started {}\n", holder_text(run->who),
+                            util::format_utc_timestamp(utc(run->started_ms)));
+        if (run->ended_ms && run->status)
+            out += util::format("            ended after {}, exit status {}\n",
+                                human_duration(Millis(*run->ended_ms - run->started_ms)),
+                                *run->status);
+        else
+            out += "            not ended (running, or it stopped without saying)\n";
     }
     if (view.servers.size() > 1 || view.reachable == 0) {
         out += "  servers\n";

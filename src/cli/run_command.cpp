@@ -22,6 +22,7 @@
 #include "util/format.hpp"
 #include "util/log.hpp"
 #include "util/random.hpp"
+#include "util/timestamp.hpp"
 
 namespace redlock::cli {
 
@@ -353,9 +354,9 @@ std::optional<int> run_nested(const RunOptions& options, const config::Config& c
                      options.name, lock::state_name(view.state));
         return std::nullopt;
     }
-    if (options.max_hold || options.min_hold)
-        log::note("'{}' is held by the run this one is nested in; --max-hold and --min-hold "
-                  "apply to that run, not here",
+    if (options.max_hold || options.min_hold || options.once_per)
+        log::note("'{}' is held by the run this one is nested in; --max-hold, --min-hold and "
+                  "--once-per apply to that run, not here",
                   options.name);
     // The fence is the outer run's, as the servers have it (the environment may be edited).
     if (view.fence)
@@ -364,6 +365,41 @@ std::optional<int> run_nested(const RunOptions& options, const config::Config& c
                  "under it",
                  options.name, view.fence.value_or(0));
     return report(process::exec_in_place(options.program));
+}
+
+// --once-per: a run needs its slot as well as the lock (lock/scripts.hpp,
+// k_claim_slot_script). A slot already run, or being run (its run claimed it), ends this
+// run as a lock held elsewhere does: released, status 75 or -E. nullopt: claimed.
+std::optional<int> claim_slot(lock::Lock& lock, const RunOptions& options,
+                              const lock::Holder& holder, const config::Config& config) {
+    const Millis length = *options.once_per;
+    // Cron on a host whose clock is a little ahead of the servers' starts a run just before
+    // the slot begins; it counts for that slot, not for the previous one (already run).
+    const Millis early = std::min<Millis>(length / 10, 10s);
+    const std::vector<std::string> fields{
+        "host", holder.host, "pid",     std::to_string(holder.pid),
+        "user", holder.user, "command", holder.command};
+    const auto claim = lock.claim_slot(length, early, fields);
+    if (claim == lock::Lock::SlotClaim::claimed) {
+        log::verbose("'{}': claimed this {} slot: {}", options.name, util::format_duration(length),
+                     lock::describe_round(lock.last_round()));
+        return std::nullopt;
+    }
+    const auto round = lock.last_round();
+    note_release(options.name, lock.release());
+    if (claim == lock::Lock::SlotClaim::failed)
+        return report(util::Error{quorum_error(round).kind,
+                                  util::format("cannot claim this {} slot of '{}': {}",
+                                               util::format_duration(length), options.name,
+                                               quorum_error(round).message)});
+    std::string who;
+    auto view = lock::inspect(lock.connections(), config.key_prefix, options.name, true);
+    if (const auto& run = view.last_run)
+        who = util::format(": {} started it at {}", holder_text(run->who),
+                           util::format_utc_timestamp(util::UtcMillis(Millis(run->started_ms))));
+    log::note("'{}' has already run in this {} slot{}", options.name, util::format_duration(length),
+              who);
+    return options.conflict_exit_code;
 }
 
 } // namespace
@@ -385,6 +421,9 @@ int run_command(const RunOptions& options, const config::Config& config) {
     if (auto status = unless_acquired(acquired, options.conflict_exit_code))
         return *status;
     const auto acquired_at = Clock::now();
+    if (options.once_per)
+        if (auto status = claim_slot(lock, options, holder, config))
+            return *status;
 
     // A renewal must be answered well inside the lease; past a quarter of the TTL one slow
     // round trip more loses it. Said once, at the start, not when it is too late.
@@ -423,6 +462,8 @@ int run_command(const RunOptions& options, const config::Config& config) {
 
     Supervisor supervisor(lock, *child, *signals, *watchdog, options.name, options.max_hold);
     int status = supervisor.run();
+    if (options.once_per) // the slot's record says how the run ended; kept a slot at least
+        lock.finish_slot(status, *options.once_per);
     // --min-hold: held at least D from acquiring. What is left of D becomes the lease
     // (compare-and-pexpire, as a renewal) instead of a release; it then simply expires.
     // Not after a lost lease (the lock is not ours), nor for the last few milliseconds.

@@ -24,6 +24,8 @@ struct RunOptions {
     std::optional<std::chrono::milliseconds> min_validity;
     // --min-hold: the lock stays held at least this long after acquiring.
     std::optional<std::chrono::milliseconds> min_hold;
+    // --once-per: at most one run of NAME per slot of this length, on the servers' clock.
+    std::optional<std::chrono::milliseconds> once_per;
 };
 
 // Returns the exit status of the whole command.

@@ -7,6 +7,7 @@
 
 #include "util/format.hpp"
 #include "util/redact.hpp"
+#include "util/timestamp.hpp"
 
 namespace redlock::lock {
 
@@ -15,19 +16,8 @@ namespace {
 constexpr size_t k_max_command_length = 1024;
 
 std::string iso8601_now() {
-    // Calendar arithmetic from <chrono>: gmtime_r would read /etc/localtime first.
-    using namespace std::chrono;
-    auto now = floor<milliseconds>(system_clock::now());
-    auto day = floor<days>(now);
-    year_month_day ymd{day};
-    hh_mm_ss time{now - day};
-    char buf[64];
-    std::snprintf(
-        buf, sizeof buf, "%04d-%02u-%02uT%02ld:%02ld:%02ld.%03ldZ", static_cast<int>(ymd.year()),
-        static_cast<unsigned>(ymd.month()), static_cast<unsigned>(ymd.day()),
-        static_cast<long>(time.hours().count()), static_cast<long>(time.minutes().count()),
-        static_cast<long>(time.seconds().count()), static_cast<long>(time.subseconds().count()));
-    return buf;
+    return util::format_utc_timestamp(
+        std::chrono::floor<std::chrono::milliseconds>(std::chrono::system_clock::now()));
 }
 
 std::string user_name() {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <cstdlib>
 #include <map>
 #include <set>
@@ -15,17 +16,56 @@ namespace redlock::lock {
 
 namespace {
 
-std::string script_command(const Script& script, bool by_sha, std::string_view key,
-                           std::string_view meta_key, std::string_view fence_key,
+std::string script_command(const Script& script, bool by_sha,
+                           std::initializer_list<std::string_view> keys,
                            std::initializer_list<std::string_view> args = {}) {
+    const auto count = std::to_string(keys.size());
     std::vector<std::string_view> argv{by_sha ? "EVALSHA" : "EVAL",
-                                       by_sha ? script.sha1 : script.source,
-                                       "3",
-                                       key,
-                                       meta_key,
-                                       fence_key};
+                                       by_sha ? script.sha1 : script.source, count};
+    argv.insert(argv.end(), keys);
     argv.insert(argv.end(), args);
     return redis::encode_command(argv);
+}
+
+std::map<std::string, std::string> hash_fields(const redisReply& reply) {
+    std::map<std::string, std::string> fields;
+    for (size_t i = 0; reply.type == REDIS_REPLY_ARRAY && i + 1 < reply.elements; i += 2)
+        fields[std::string(redis::text(*reply.element[i]))] =
+            std::string(redis::text(*reply.element[i + 1]));
+    return fields;
+}
+
+std::optional<long long> number_field(const std::map<std::string, std::string>& fields,
+                                      const char* name) {
+    auto it = fields.find(name);
+    if (it == fields.end() || it->second.empty())
+        return std::nullopt;
+    char* end = nullptr;
+    errno = 0;
+    long long value = std::strtoll(it->second.c_str(), &end, 10);
+    if (errno != 0 || *end != '\0')
+        return std::nullopt;
+    return value;
+}
+
+// A slot record as k_claim_slot_script writes it; nullopt when absent or not one.
+std::optional<LastRun> parse_last_run(const redisReply& reply) {
+    auto fields = hash_fields(reply);
+    auto slot = number_field(fields, "slot");
+    auto slot_ms = number_field(fields, "slot_ms");
+    auto started = number_field(fields, "started_ms");
+    if (!slot || !slot_ms || !started || *slot_ms <= 0)
+        return std::nullopt;
+    LastRun run;
+    run.slot = *slot;
+    run.slot_ms = *slot_ms;
+    run.started_ms = *started;
+    run.ended_ms = number_field(fields, "ended_ms");
+    if (auto status = number_field(fields, "status"); status && *status >= 0 && *status <= 255)
+        run.status = static_cast<int>(*status);
+    if (auto who = parse_holder(fields, fields["token"]))
+        run.who = *who;
+    return run;
 }
 
 // Fills reachability and error from a connection's outcome; returns the reply if usable.
@@ -95,8 +135,11 @@ LockView inspect(std::span<redis::Connection> conns, std::string_view prefix, st
     view.key = lock_key(prefix, name);
     auto meta_key = companion_key(prefix, name, "meta");
     auto fence_key = companion_key(prefix, name, "fence");
-    const auto command = script_command(k_inspect_script, true, view.key, meta_key, fence_key);
-    const auto fallback = script_command(k_inspect_script, false, view.key, meta_key, fence_key);
+    auto slot_key = companion_key(prefix, name, "slot");
+    const auto command =
+        script_command(k_inspect_script, true, {view.key, meta_key, fence_key, slot_key});
+    const auto fallback =
+        script_command(k_inspect_script, false, {view.key, meta_key, fence_key, slot_key});
     if (!majority_only) {
         redis::request_all(conns, command, fallback);
     } else {
@@ -126,7 +169,7 @@ LockView inspect(std::span<redis::Connection> conns, std::string_view prefix, st
             continue;
         }
         const redisReply* reply = read_outcome(conn, sv);
-        if (reply && (reply->type != REDIS_REPLY_ARRAY || reply->elements != 4)) {
+        if (reply && (reply->type != REDIS_REPLY_ARRAY || reply->elements != 5)) {
             sv.reachable = false;
             sv.error = "unexpected reply " + redis::describe(*reply);
             reply = nullptr;
@@ -137,17 +180,16 @@ LockView inspect(std::span<redis::Connection> conns, std::string_view prefix, st
                 sv.fence = std::strtoll(std::string(redis::text(*fence)).c_str(), nullptr, 10);
                 view.fence = std::max(view.fence.value_or(0), *sv.fence);
             }
+            sv.last_run = parse_last_run(*reply->element[4]);
+            if (sv.last_run && (!view.last_run || sv.last_run->slot > view.last_run->slot ||
+                                (sv.last_run->slot == view.last_run->slot &&
+                                 sv.last_run->started_ms > view.last_run->started_ms)))
+                view.last_run = sv.last_run;
             const redisReply* token = reply->element[0];
             if (token->type == REDIS_REPLY_STRING) {
                 sv.token = std::string(redis::text(*token));
                 sv.ttl_ms = reply->element[1]->integer;
-                std::map<std::string, std::string> fields;
-                const redisReply* meta = reply->element[2];
-                for (size_t i = 0; meta->type == REDIS_REPLY_ARRAY && i + 1 < meta->elements;
-                     i += 2)
-                    fields[std::string(redis::text(*meta->element[i]))] =
-                        std::string(redis::text(*meta->element[i + 1]));
-                sv.holder = parse_holder(fields, *sv.token);
+                sv.holder = parse_holder(hash_fields(*reply->element[2]), *sv.token);
                 ttls_by_token[*sv.token].push_back(sv.ttl_ms);
             } else {
                 ++free_servers;
@@ -286,9 +328,9 @@ size_t force_release(std::span<redis::Connection> conns, const LockView& view) {
         if (!token)
             continue;
         const auto channel = release_channel(view.key); // wake the waiters
-        conns[i].start(script_command(k_release_script, true, view.key, meta_key, fence_key,
+        conns[i].start(script_command(k_release_script, true, {view.key, meta_key, fence_key},
                                       {*token, channel}),
-                       script_command(k_release_script, false, view.key, meta_key, fence_key,
+                       script_command(k_release_script, false, {view.key, meta_key, fence_key},
                                       {*token, channel}),
                        now);
     }

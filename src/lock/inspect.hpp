@@ -14,6 +14,16 @@
 
 namespace redlock::lock {
 
+// The record of the last --once-per run of a lock, on one server's clock (Unix ms).
+struct LastRun {
+    long long slot = 0;    // the slot it ran for: it began at slot * slot_ms
+    long long slot_ms = 0; // the slot length, --once-per
+    Holder who;            // host, pid, user, command
+    long long started_ms = 0;
+    std::optional<long long> ended_ms; // nullopt while it runs (or if it never said)
+    std::optional<int> status;         // its exit status
+};
+
 struct ServerView {
     std::string server;
     bool reachable = false;
@@ -26,6 +36,7 @@ struct ServerView {
     // The lock key exists but is not a string (say, a hash someone wrote there): not a
     // lock of redlock's or of any SET NX client, yet it keeps the name from being taken.
     bool wrong_type = false;
+    std::optional<LastRun> last_run;
 };
 
 enum class LockState { free, held, unknown };
@@ -43,6 +54,8 @@ struct LockView {
     std::vector<ServerView> servers;
     size_t reachable = 0;
     bool wrong_type = false; // held because a majority have a key of the wrong type
+    // The latest --once-per run recorded on any server (the largest slot).
+    std::optional<LastRun> last_run;
 };
 
 [[nodiscard]] const char* state_name(LockState state);

@@ -384,6 +384,53 @@ RenewStatus Lock::extend(Millis ttl) {
     return status == RenewStatus::pending ? RenewStatus::failed : status;
 }
 
+namespace {
+std::optional<long long> integer_reply(const redis::Connection& conn) {
+    const auto& outcome = conn.outcome();
+    if (conn.busy() || !outcome || !outcome->reply || outcome->reply->type != REDIS_REPLY_INTEGER)
+        return std::nullopt;
+    return outcome->reply->integer;
+}
+} // namespace
+
+Lock::SlotClaim Lock::claim_slot(Millis length, Millis early, std::span<const std::string> fields) {
+    const std::array<std::string, 2> keys{m_key, companion_of(m_key, "slot")};
+    std::vector<std::string> args{m_token, std::to_string(length.count()),
+                                  std::to_string(early.count())};
+    args.insert(args.end(), fields.begin(), fields.end());
+    send_all(script_call(k_claim_slot_script, true, keys, args),
+             script_call(k_claim_slot_script, false, keys, args), Clock::now());
+    const size_t majority = m_conns.size() / 2 + 1;
+    auto count = [&](long long value) {
+        return static_cast<size_t>(std::ranges::count_if(
+            m_conns, [&](const redis::Connection& c) { return integer_reply(c) == value; }));
+    };
+    (void)redis::wait(
+        m_conns, [&] { return count(1) >= majority || count(-1) > m_conns.size() - majority; });
+    m_last_round = collect();
+    for (size_t i = 0; i < m_conns.size(); ++i)
+        if (integer_reply(m_conns[i]) == -1)
+            m_last_round[i].detail = "slot already run";
+    if (count(1) >= majority)
+        return SlotClaim::claimed;
+    return count(-1) > 0 ? SlotClaim::done : SlotClaim::failed;
+}
+
+void Lock::finish_slot(int exit_status, Millis keep) {
+    const std::array<std::string, 1> keys{companion_of(m_key, "slot")};
+    const std::array<std::string, 3> args{m_token, std::to_string(exit_status),
+                                          std::to_string(keep.count())};
+    send_all(script_call(k_finish_slot_script, true, keys, args),
+             script_call(k_finish_slot_script, false, keys, args), Clock::now());
+    const size_t majority = m_conns.size() / 2 + 1;
+    (void)redis::wait(m_conns, [&] {
+        return std::ranges::count_if(m_conns, [](const redis::Connection& c) {
+                   return integer_reply(c).has_value();
+               }) >= static_cast<std::ptrdiff_t>(majority);
+    });
+    m_last_round = collect();
+}
+
 std::string Lock::queue_key() const {
     return companion_of(m_key, "queue");
 }

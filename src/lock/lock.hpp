@@ -146,6 +146,19 @@ class Lock {
     // not there, failed when too few servers answered.
     [[nodiscard]] RenewStatus extend(Millis ttl);
 
+    // --once-per: claims the current slot, `length` long and counted on each server's
+    // clock from the Unix epoch, for this holder (lock/scripts.hpp, k_claim_slot_script);
+    // a run starting up to `early` before a slot begins counts for that slot. `fields`
+    // (host, pid, user, command pairs) are recorded with it. claimed: by a majority; done:
+    // a majority is out of reach and some server has the slot's run recorded; failed:
+    // otherwise (too few answered, or the lock no longer holds our token).
+    enum class SlotClaim { claimed, done, failed };
+    [[nodiscard]] SlotClaim claim_slot(Millis length, Millis early,
+                                       std::span<const std::string> fields);
+    // Records the end and exit status of the run in its slot record, kept at least `keep`
+    // from now; waits for a majority only.
+    void finish_slot(int exit_status, Millis keep);
+
     // Compare-and-delete on every server; does not wait on stragglers once a majority has
     // answered (the key there expires by its TTL; a request not yet written is finished in
     // the background). Without a majority, waits for `until`. Returns per-server results.

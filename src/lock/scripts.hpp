@@ -174,14 +174,51 @@ end
 return 0)lua",
     "55621211e2328c98881a913adbaa9b9786221b1c"};
 
-// The token, remaining TTL (ms), metadata and fence counter of a lock; {nil, -2, {}, fence}
-// when free (the counter outlives the lock: it has no TTL).
+// The token, remaining TTL (ms), metadata and fence counter of a lock, and the record of
+// its last --once-per run if KEYS[4] names it ({} if not); {nil, -2, {}, fence, record} when
+// free (the counter outlives the lock: it has no TTL).
 inline constexpr Script k_inspect_script{
     R"lua(local token = redis.call("get", KEYS[1])
 local fence = redis.call("get", KEYS[3])
-if not token then return {false, -2, {}, fence} end
-return {token, redis.call("pttl", KEYS[1]), redis.call("hgetall", KEYS[2]), fence})lua",
-    "bbd946d0acf8e7f34865dfc0964a3485339065f8"};
+local last = KEYS[4] and redis.call("hgetall", KEYS[4]) or {}
+if not token then return {false, -2, {}, fence, last} end
+return {token, redis.call("pttl", KEYS[1]), redis.call("hgetall", KEYS[2]), fence, last})lua",
+    "a85041653905f5cf568e3229b520e28580a71b7e"};
+
+// --once-per: claims the current slot for the run holding the lock (KEYS[1] the lock,
+// KEYS[2] the slot record {<key>}:slot; ARGV[1] our token, ARGV[2] the slot length in ms,
+// ARGV[3] how early a run may start and still count for the next slot, ARGV[4..] the
+// run's host, pid, user and command as field/value pairs). The slot is counted on this
+// server's clock (TIME) from the Unix epoch. The record is a max-register of slot
+// numbers: a slot is claimed only where no run of it (or of a later one) is recorded, so
+// two runs of one slot cannot both win a majority. It is kept until one whole slot after
+// the one it records. Returns 1 claimed, -1 the slot has been run (or is running), 0 the
+// lock no longer holds our token.
+inline constexpr Script k_claim_slot_script{
+    R"lua(if redis.call("get", KEYS[1]) ~= ARGV[1] then return 0 end
+local t = redis.call("time")
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local length = tonumber(ARGV[2])
+local slot = math.floor((now + tonumber(ARGV[3])) / length)
+local last = tonumber(redis.call("hget", KEYS[2], "slot") or "")
+if last and last >= slot then return -1 end
+redis.call("del", KEYS[2])
+redis.call("hset", KEYS[2], "slot", slot, "slot_ms", length, "token", ARGV[1], "started_ms", now, unpack(ARGV, 4))
+redis.call("pexpireat", KEYS[2], (slot + 2) * length - tonumber(ARGV[3]))
+return 1)lua",
+    "e5d1d072e4bba7ae694f67dc8c5c3c056c4b62f3"};
+
+// --once-per, when the run is over: records its end (this server's TIME) and exit status
+// in the slot record if it is still ours (KEYS[1] the record; ARGV[1] our token, ARGV[2]
+// the status, ARGV[3] ms the record is kept at least from now on). Returns 1 recorded, 0
+// not ours (expired, or a later slot's run).
+inline constexpr Script k_finish_slot_script{
+    R"lua(if redis.call("hget", KEYS[1], "token") ~= ARGV[1] then return 0 end
+local t = redis.call("time")
+redis.call("hset", KEYS[1], "ended_ms", t[1] * 1000 + math.floor(t[2] / 1000), "status", ARGV[2])
+if redis.call("pttl", KEYS[1]) < tonumber(ARGV[3]) then redis.call("pexpire", KEYS[1], ARGV[3]) end
+return 1)lua",
+    "5370ea9d4762cbc34018c37802ebc55ea3a5a700"};
 
 // release --force of a lock key that is not a string (a hash someone wrote there): deletes
 // KEYS[1] only if GET still fails with WRONGTYPE, so that a lock taken meanwhile is never

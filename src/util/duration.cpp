@@ -17,7 +17,7 @@ constexpr double k_max_ms = 365.0 * 24 * 3600 * 1000;
 
 std::unexpected<Error> malformed(std::string_view text) {
     return fail(ErrorKind::usage, format("invalid duration '{}': expected a number with an "
-                                         "optional unit ms, s, m or h (e.g. 250ms, 30s, 5m)",
+                                         "optional unit ms, s, m, h or d (e.g. 250ms, 30s, 5m)",
                                          text));
 }
 
@@ -69,6 +69,8 @@ Expected<Millis> parse_duration(std::string_view text) {
         scale = 60.0 * 1000;
     else if (unit == "h")
         scale = 3600.0 * 1000;
+    else if (unit == "d") // --once-per 1d
+        scale = 86400.0 * 1000;
     else
         return malformed(text);
 
@@ -104,6 +106,8 @@ std::string format_duration(Millis d) {
         ms = -ms;
     if (ms == 0)
         return "0s";
+    if (ms % 86'400'000 == 0)
+        return out + std::to_string(ms / 86'400'000) + "d";
     if (ms % 3'600'000 == 0)
         return out + std::to_string(ms / 3'600'000) + "h";
     if (ms % 60'000 == 0)

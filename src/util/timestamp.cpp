@@ -1,5 +1,7 @@
 #include "util/timestamp.hpp"
 
+#include <cstdio>
+
 namespace redlock::util {
 
 namespace {
@@ -70,6 +72,21 @@ std::optional<UtcMillis> parse_utc_timestamp(std::string_view text) {
         return std::nullopt;
     return UtcMillis{sys_days{date}} + hours{*hour} + minutes{*minute} + seconds{*second} +
            milliseconds{millis};
+}
+
+std::string format_utc_timestamp(UtcMillis time) {
+    // Calendar arithmetic from <chrono>: gmtime_r would read /etc/localtime first.
+    using namespace std::chrono;
+    auto day = floor<days>(time);
+    year_month_day ymd{day};
+    hh_mm_ss clock{time - day};
+    char buf[64];
+    std::snprintf(
+        buf, sizeof buf, "%04d-%02u-%02uT%02ld:%02ld:%02ld.%03ldZ", static_cast<int>(ymd.year()),
+        static_cast<unsigned>(ymd.month()), static_cast<unsigned>(ymd.day()),
+        static_cast<long>(clock.hours().count()), static_cast<long>(clock.minutes().count()),
+        static_cast<long>(clock.seconds().count()), static_cast<long>(clock.subseconds().count()));
+    return buf;
 }
 
 } // namespace redlock::util

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <optional>
+#include <string>
 #include <string_view>
 
 namespace redlock::util {
@@ -15,5 +16,8 @@ using UtcMillis = std::chrono::sys_time<std::chrono::milliseconds>;
 // seconds 0-60 (a leap second); the fraction has 1-9 digits, of which milliseconds are
 // kept. nullopt for anything else. Never overflows: years are 0000-9999.
 [[nodiscard]] std::optional<UtcMillis> parse_utc_timestamp(std::string_view text);
+
+// "YYYY-MM-DDTHH:MM:SS.mmmZ", the form redlock writes.
+[[nodiscard]] std::string format_utc_timestamp(UtcMillis time);
 
 } // namespace redlock::util

@@ -280,7 +280,7 @@ TEST_CASE("servers must be an array of tables") {
 TEST_CASE("a bad duration in the config is a config error naming the key") {
     CHECK(error_of("ttl = \"3x\"") ==
           "config.toml:1:7: 'ttl': invalid duration '3x': expected a number with an optional "
-          "unit ms, s, m or h (e.g. 250ms, 30s, 5m)");
+          "unit ms, s, m, h or d (e.g. 250ms, 30s, 5m)");
     CHECK(error_of("wait = -1") ==
           "config.toml:1:8: 'wait': invalid duration -1: expected a non-negative number of "
           "seconds");

@@ -83,6 +83,12 @@ class AclTest(E2ETest):
         self.assertStatus(r, 0)
         self.assertIn("next in line", r.stderr)
         self.assertEqual(holder.wait(30), 0)
+        # --once-per: the slot claimed, a second run refused, the run's end recorded.
+        for expected in (0, 75):
+            r = self.run_redlock(args + ["run", "-k", "slot", "--once-per", "1h", "--", "true"])
+            self.assertStatus(r, expected)
+        r = self.run_redlock(args + ["status", "--json", "slot"])
+        self.assertEqual(json.loads(r.stdout)["locks"][0]["last_run"]["exit_status"], 0)
         # acquire, extend, release; status, list; release --force; doctor.
         r = self.run_redlock(args + ["acquire", "-t", "1m", "y"])
         self.assertStatus(r, 0)

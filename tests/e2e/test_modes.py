@@ -1,7 +1,10 @@
 """Modes of run (contract "Modes of run (round 2)"): --max-hold, --min-validity,
---min-hold, nested runs."""
+--min-hold, --once-per, nested runs."""
 
+import json
 import os
+import shutil
+import subprocess
 import time
 import unittest
 
@@ -230,6 +233,141 @@ class NestedRunTest(E2ETest):
 
 class NestedRunFiveServersTest(NestedRunTest):
     servers = 5
+
+
+class OncePerTest(E2ETest):
+    servers = 1
+
+    def setUp(self):
+        super().setUp()
+        self.redis = [self.redis_server() for _ in range(self.servers)]
+        self.global_args = [a for s in self.redis for a in ("-s", s.url())]
+        self.marker = self.path("runs")
+
+    def once(self, length, *args, env=None, name="op"):
+        """One `run --once-per LENGTH` that appends a line to the marker file."""
+        return self.run_redlock([*self.global_args, "run", "-k", name, "--once-per", length,
+                                 *args, "--", "sh", "-c", 'echo ran >> "$1"', "sh",
+                                 self.marker], env=env)
+
+    def runs(self):
+        if not os.path.exists(self.marker):
+            return 0
+        with open(self.marker) as f:
+            return len(f.read().splitlines())
+
+    def server_ms(self, server=None):
+        seconds, micros = (server or self.redis[0]).command("TIME")
+        return int(seconds) * 1000 + int(micros) // 1000
+
+    def status_json(self, name="op"):
+        r = self.run_redlock([*self.global_args, "status", "--json", name])
+        self.assertStatus(r, 0)
+        return json.loads(r.stdout)["locks"][0]
+
+    def test_a_second_run_in_the_slot_does_not_run_and_exits_75_or_e(self):
+        r = self.once("1h")
+        self.assertStatus(r, 0)
+        self.assertEqual(r.stderr, "")
+        again = self.once("1h")
+        self.assertStatus(again, 75)
+        self.assertRegex(again.stderr, r"'op' has already run in this 1h slot: \S+@\S+ "
+                         r"\(pid \d+\) started it at \d{4}-\d\d-\d\dT[\d:.]+Z")
+        self.assertMessages(again.stderr)
+        self.assertEqual(self.runs(), 1)
+        self.assertStatus(self.once("1h", "-E", "0"), 0)
+        quiet = self.run_redlock([*self.global_args, "-q", "run", "-k", "op", "--once-per",
+                                  "1h", "-n", "-E", "0", "--", "true"])
+        self.assertStatus(quiet, 0)
+        self.assertEqual(quiet.stderr, "")
+        self.assertEqual(self.runs(), 1)
+        for server in self.redis:
+            self.assertKeyGone(server, "lock:op")
+
+    def test_status_shows_the_last_run_of_the_slot(self):
+        r = self.run_redlock([*self.global_args, "run", "-k", "op", "--once-per", "1d", "--",
+                              "sh", "-c", "exit 3"])
+        self.assertStatus(r, 3)
+        last = self.status_json()["last_run"]
+        self.assertEqual(last["slot_ms"], 86400000)
+        self.assertRegex(last["slot_start"], r"T00:00:00\.000Z$")  # days start at midnight UTC
+        self.assertEqual(last["exit_status"], 3)
+        self.assertEqual(last["command"], "sh -c 'exit 3'")
+        self.assertLessEqual(last["started_at"], last["ended_at"])
+        text = self.run_redlock([*self.global_args, "status", "op"])
+        self.assertIn("  last run  the 1d slot from ", text.stdout)
+        self.assertIn("exit status 3", text.stdout)
+        # A lock never run with --once-per has none.
+        self.assertIsNone(self.status_json("other")["last_run"])
+
+    def test_the_clock_of_the_host_does_not_matter(self):
+        if not shutil.which("faketime"):
+            self.skipTest("faketime is not installed (scripts/setup.sh installs it)")
+        self.assertStatus(self.once("1h"), 0)
+        # Host B's clock is off: a few seconds behind, or a day ahead. The servers decide.
+        for offset in ("-3s", "+1d", "-1d"):
+            with self.subTest(offset=offset):
+                args = ["faketime", "-f", offset, REDLOCK_BIN, *self.global_args, "run", "-k",
+                        "op", "--once-per", "1h", "--", "sh", "-c", 'echo ran >> "$1"', "sh",
+                        self.marker]
+                cp = subprocess.run(args, capture_output=True, text=True, env=self.env(),
+                                    timeout=30 * SLACK)
+                self.assertEqual(cp.returncode, 75, cp.stderr)
+                self.assertIn("has already run in this 1h slot", cp.stderr)
+        self.assertEqual(self.runs(), 1)
+
+    def test_the_next_slot_runs_again(self):
+        # 3 s slots (a run counts for the next one from 300 ms before it). Start right after
+        # a slot began, so the first two runs are in one slot; retried if the machine was
+        # too slow for that.
+        for attempt in range(3):
+            wait_until(lambda: self.server_ms() % 3000 < 1000, 10, message="a slot to begin")
+            slot = self.server_ms() // 3000
+            first = self.once("3s", name=f"slot{attempt}")
+            second = self.once("3s", name=f"slot{attempt}")
+            if self.server_ms() >= slot * 3000 + 2700:
+                continue  # too slow: the second run may have been in the next slot
+            self.assertStatus(first, 0)
+            self.assertStatus(second, 75)
+            wait_until(lambda: self.server_ms() >= (slot + 1) * 3000, 10,
+                       message="the next slot")
+            self.assertStatus(self.once("3s", name=f"slot{attempt}"), 0)
+            self.assertEqual(self.runs(), 2)
+            return
+        self.fail("three attempts were each too slow to fit two runs in a 3 s slot")
+
+    def test_a_run_waiting_for_the_slots_run_does_not_run_after_it(self):
+        holder = self.holder(["-k", "op", "--once-per", "1h"],
+                             global_args=self.global_args).wait_ready()
+        # Running: the lock is held, so -n gives up as for any held lock.
+        self.assertStatus(self.once("1h", "-n"), 75)
+        waiter = self.start_redlock([*self.global_args, "run", "-k", "op", "--once-per", "1h",
+                                     "-w", "30s", "--", "touch", self.marker])
+        time.sleep(0.2)
+        self.assertEqual(holder.release(), 0)
+        self.assertEqual(waiter.wait(30), 75, waiter.stderr)
+        self.assertIn("has already run in this 1h slot", waiter.stderr)
+        self.assertFalse(os.path.exists(self.marker))
+
+    def test_bad_lengths_are_usage_errors(self):
+        for value in ("0", "500ms", "-1h", "hourly", ""):
+            with self.subTest(value=value):
+                r = self.once(value)
+                self.assertStatus(r, 64)
+                self.assertMessages(r.stderr)
+        self.assertEqual(self.runs(), 0)
+
+
+class OncePerFiveServersTest(OncePerTest):
+    servers = 5
+
+    def test_a_minority_down_does_not_change_the_count(self):
+        self.redis[0].kill()
+        self.redis[1].freeze()
+        self.addCleanup(self.redis[1].thaw)
+        self.assertStatus(self.once("1h"), 0)
+        self.assertStatus(self.once("1h"), 75)
+        self.assertEqual(self.runs(), 1)
 
 
 if __name__ == "__main__":

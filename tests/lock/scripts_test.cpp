@@ -32,19 +32,101 @@ TEST_CASE("each script's sha1 constant is the one the server computes for its so
     CHECK(load(server, k_inspect_script) == k_inspect_script.sha1);
     CHECK(load(server, k_remove_wrong_type_script) == k_remove_wrong_type_script.sha1);
     CHECK(load(server, k_fair_leave_script) == redlock::lock::k_fair_leave_script.sha1);
+    CHECK(load(server, redlock::lock::k_claim_slot_script) ==
+          redlock::lock::k_claim_slot_script.sha1);
+    CHECK(load(server, redlock::lock::k_finish_slot_script) ==
+          redlock::lock::k_finish_slot_script.sha1);
 }
 
 TEST_CASE("the inspect script reports a free lock as nil, -2 and no metadata") {
     RedisServer server;
     CHECK(server.command({"EVAL", std::string(k_inspect_script.source), "3", "lock:x",
-                          "{lock:x}:meta", "{lock:x}:fence"}) == "[(nil), -2, [], (nil)]");
+                          "{lock:x}:meta", "{lock:x}:fence"}) == "[(nil), -2, [], (nil), []]");
     server.command({"SET", "lock:x", "tok", "PX", "60000"});
     server.command({"HSET", "{lock:x}:meta", "token", "tok"});
     server.command({"SET", "{lock:x}:fence", "7"});
     auto held = server.command({"EVAL", std::string(k_inspect_script.source), "3", "lock:x",
                                 "{lock:x}:meta", "{lock:x}:fence"});
     CHECK(held.starts_with("[tok, "));
-    CHECK(held.ends_with(", [token, tok], 7]"));
+    CHECK(held.ends_with(", [token, tok], 7, []]"));
+    // With the slot record's key, the record too.
+    server.command({"HSET", "{lock:x}:slot", "slot", "3"});
+    CHECK(server
+              .command({"EVAL", std::string(k_inspect_script.source), "4", "lock:x",
+                        "{lock:x}:meta", "{lock:x}:fence", "{lock:x}:slot"})
+              .ends_with(", [token, tok], 7, [slot, 3]]"));
+}
+
+namespace {
+// --once-per's claim of a slot of `length` ms (early: 0) by the holder of token `token`.
+std::string claim(const RedisServer& server, const std::string& token, const std::string& length,
+                  const std::string& early = "0") {
+    return server.command({"EVAL", std::string(redlock::lock::k_claim_slot_script.source), "2",
+                           "lock:x", "{lock:x}:slot", token, length, early, "host", "h"});
+}
+long long server_ms(const RedisServer& server) {
+    auto t = server.command({"TIME"}); // "[seconds, microseconds]"
+    auto comma = t.find(',');
+    return std::stoll(t.substr(1, comma - 1)) * 1000 + std::stoll(t.substr(comma + 2)) / 1000;
+}
+} // namespace
+
+TEST_CASE("a slot is claimed once, only by the lock's holder, and its record outlives it") {
+    RedisServer server;
+    CHECK(claim(server, "t1", "3600000") == "0"); // not holding the lock
+    server.command({"SET", "lock:x", "t1", "PX", "60000"});
+    const long long before = server_ms(server);
+    CHECK(claim(server, "t1", "3600000") == "1");
+    const long long after = server_ms(server);
+    CHECK(server.command({"HGET", "{lock:x}:slot", "host"}) == "h");
+    const long long slot = std::stoll(server.command({"HGET", "{lock:x}:slot", "slot"}));
+    CHECK(slot >= before / 3600000);
+    CHECK(slot <= after / 3600000);
+    // Kept until a whole slot after its own: between one and two slots from now.
+    auto pttl = std::stoll(server.command({"PTTL", "{lock:x}:slot"}));
+    CHECK(pttl > 3600000);
+    CHECK(pttl <= 2 * 3600000);
+    // Run again (the same holder, or the next one): the slot is done.
+    CHECK(claim(server, "t1", "3600000") == "-1");
+    server.command({"SET", "lock:x", "t2", "PX", "60000"});
+    CHECK(claim(server, "t2", "3600000") == "-1");
+    // A record of a later slot (a server whose clock went back) refuses too.
+    server.command({"HSET", "{lock:x}:slot", "slot", std::to_string(slot + 5)});
+    CHECK(claim(server, "t2", "3600000") == "-1");
+    // A record that is not one (garbage) does not block the slot forever.
+    server.command({"HSET", "{lock:x}:slot", "slot", "soon"});
+    CHECK(claim(server, "t2", "3600000") == "1");
+    CHECK(server.command({"HGET", "{lock:x}:slot", "token"}) == "t2");
+}
+
+TEST_CASE("a run starting just before its slot counts for that slot") {
+    RedisServer server;
+    server.command({"SET", "lock:x", "t1", "PX", "60000"});
+    // A whole slot early: counted for the slot after the one the server's clock is in.
+    const long long before = server_ms(server);
+    CHECK(claim(server, "t1", "1000", "1000") == "1");
+    const long long after = server_ms(server);
+    const long long slot = std::stoll(server.command({"HGET", "{lock:x}:slot", "slot"}));
+    CHECK(slot >= before / 1000 + 1);
+    CHECK(slot <= after / 1000 + 1);
+}
+
+TEST_CASE("the end of a run is recorded only in its own slot record") {
+    RedisServer server;
+    server.command({"SET", "lock:x", "t1", "PX", "60000"});
+    REQUIRE(claim(server, "t1", "1000") == "1");
+    auto finish = [&](const std::string& token) {
+        return server.command({"EVAL", std::string(redlock::lock::k_finish_slot_script.source), "1",
+                               "{lock:x}:slot", token, "3", "600000"});
+    };
+    CHECK(finish("someone-else") == "0");
+    CHECK(server.command({"HGET", "{lock:x}:slot", "status"}) == "(nil)");
+    CHECK(finish("t1") == "1");
+    CHECK(server.command({"HGET", "{lock:x}:slot", "status"}) == "3");
+    CHECK(std::stoll(server.command({"HGET", "{lock:x}:slot", "ended_ms"})) >=
+          std::stoll(server.command({"HGET", "{lock:x}:slot", "started_ms"})));
+    // Kept at least as long as asked from the end on.
+    CHECK(std::stoll(server.command({"PTTL", "{lock:x}:slot"})) > 500000);
 }
 
 namespace {

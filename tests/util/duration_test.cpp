@@ -19,11 +19,12 @@ std::string error_of(std::string_view text) {
 
 } // namespace
 
-TEST_CASE("a duration takes the units ms, s, m and h") {
+TEST_CASE("a duration takes the units ms, s, m, h and d") {
     CHECK(parse_duration("250ms") == Millis{250});
     CHECK(parse_duration("30s") == Millis{30'000});
     CHECK(parse_duration("5m") == Millis{300'000});
     CHECK(parse_duration("2h") == Millis{7'200'000});
+    CHECK(parse_duration("1d") == Millis{86'400'000});
 }
 
 TEST_CASE("a bare number is a number of seconds") {
@@ -51,12 +52,12 @@ TEST_CASE("zero is a valid duration") {
 
 TEST_CASE("a malformed duration is a usage error that quotes it") {
     CHECK(error_of("abc") == "invalid duration 'abc': expected a number with an optional unit "
-                             "ms, s, m or h (e.g. 250ms, 30s, 5m)");
+                             "ms, s, m, h or d (e.g. 250ms, 30s, 5m)");
     for (std::string_view text : {"", "-1", "-1s", "+1", "1x", "30 s", " 30s", "30s ", "1.", ".5",
                                   "1e3", "inf", "nan", "0x10", "s", "1.5.5", "1sec", "5M", "1,5"}) {
         CAPTURE(text);
         CHECK(error_of(text) == "invalid duration '" + std::string(text) +
-                                    "': expected a number with an optional unit ms, s, m or h "
+                                    "': expected a number with an optional unit ms, s, m, h or d "
                                     "(e.g. 250ms, 30s, 5m)");
     }
 }
@@ -99,6 +100,8 @@ TEST_CASE("a duration is formatted in the largest unit that keeps it exact") {
     CHECK(format_duration(Millis{300'000}) == "5m");
     CHECK(format_duration(Millis{7'200'000}) == "2h");
     CHECK(format_duration(Millis{5'400'000}) == "90m");
+    CHECK(format_duration(Millis{86'400'000}) == "1d");
+    CHECK(format_duration(Millis{90'000'000}) == "25h");
     CHECK(format_duration(Millis{-1'500}) == "-1.5s");
 }
 
