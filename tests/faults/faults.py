@@ -144,6 +144,7 @@ class Run:
         self.write = None
         self.bye = False
         self.nemesis = set()    # what the nemesis did to it: "killed", "stopped"
+        self.epoch = 0          # the register's epoch when it was spawned
 
     @property
     def holding(self):
@@ -174,8 +175,15 @@ class Register:
         self.unclean = []       # (t, run, wrote, current): lost updates on the plain value
         self.fenced = 0
         self.fenced_writes = 0
-        self.max_fence = 0
+        self.max_fence = 0      # the highest fence accepted (in the latest epoch)
         self.max_run = None
+        # A server that came back empty lost its fence counter, so fences start again
+        # lower: like an operator who re-initialises the resource with the lock service,
+        # the register starts a new epoch. Runs spawned before the loss belong to the old
+        # one and are refused once the new one has been written to.
+        self.epoch = 0
+        self.epoch_max = {0: (0, None)}
+        self.top_epoch = 0
         self.refusals = []      # (t, run, op, fence, max_fence, max_run)
         self.last_enter = 0
         register = self
@@ -200,8 +208,21 @@ class Register:
         self.server.shutdown()
         self.server.server_close()
 
+    def new_epoch(self):
+        with self.lock:
+            self.epoch += 1
+            self.epoch_max[self.epoch] = (0, None)
+
     def _fence_ok(self, run, fence):
-        return fence > self.max_fence or (fence == self.max_fence and run.id == self.max_run)
+        if run.epoch < self.top_epoch:
+            return False
+        top, top_run = self.epoch_max[run.epoch]
+        return fence > top or (fence == top and run.id == top_run)
+
+    def _accept(self, run, fence):
+        self.epoch_max[run.epoch] = (fence, run.id)
+        self.top_epoch = max(self.top_epoch, run.epoch)
+        self.max_fence, self.max_run = fence, run.id
 
     def handle(self, words):
         op, rid = words[0], int(words[1])
@@ -233,7 +254,7 @@ class Register:
                 ok = self._fence_ok(run, fence)
                 run.read = "accepted" if ok else "refused"
                 if ok:
-                    self.max_fence, self.max_run = fence, rid
+                    self._accept(run, fence)
                 else:
                     self.refusals.append((t_recv, rid, op, fence, self.max_fence, self.max_run))
                 self.hist.add(t, f"run {rid} READ plain={self.plain} fenced={self.fenced} "
@@ -250,7 +271,7 @@ class Register:
                 if ok:
                     self.fenced = fenced
                     self.fenced_writes += 1
-                    self.max_fence, self.max_run = fence, rid
+                    self._accept(run, fence)
                 else:
                     self.refusals.append((t_recv, rid, op, fence, self.max_fence, self.max_run))
                 self.hist.add(t, f"run {rid} WRITE plain={plain} fence {fence}: {run.write}")
@@ -485,6 +506,12 @@ class World:
             self.register.stop()
         shutil.rmtree(self.tmp, ignore_errors=True)
 
+    def lost_counter(self):
+        self.counter_loss.append(now())
+        self.register.new_epoch()
+        self.hist.add(now(), f"register: new epoch {self.register.epoch} (a fence counter "
+                      "was lost)")
+
     def new_run(self, client, run_args, pause_ms):
         with self.runs_lock:
             rid = self.next_id
@@ -506,6 +533,8 @@ class World:
 
     def start(self, run):
         err = tempfile.TemporaryFile(dir=self.tmp)
+        with self.register.lock:
+            run.epoch = self.register.epoch
         run.spawn = now()
         run.popen = subprocess.Popen(run.args, env=self.env, cwd=self.tmp,
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -568,12 +597,18 @@ class Checker:
         self.notes.append((kind, text, t1, t2))
 
     def report(self, items, title):
-        for kind, text, t1, t2 in items[:5]:
+        # The first of each kind, then the rest in order, at most 6 in all.
+        firsts, rest, kinds = [], [], set()
+        for item in items:
+            (rest if item[0] in kinds else firsts).append(item)
+            kinds.add(item[0])
+        items = firsts + rest
+        for kind, text, t1, t2 in items[:6]:
             print(f"\n{title} [{self.label}, seed {self.seed}] {kind}: {text}")
             print("  history (ms since start):")
             print(self.hist.slice(t1, t2))
-        if len(items) > 5:
-            print(f"\n... and {len(items) - 5} more {title.lower()}s")
+        if len(items) > 6:
+            print(f"\n... and {len(items) - 6} more {title.lower()}s")
 
     def loss_between(self, t1, t2):
         return any(t1 <= t <= t2 for t in self.w.counter_loss)
@@ -726,8 +761,10 @@ class Client(threading.Thread):
                 self.current = run
                 status = self.w.finish(run)
                 self.current = None
-                if status in (75, 69):
+                if status == 75:
                     time.sleep(self.rng.uniform(0.01, 0.15))
+                elif status == 69:  # servers unavailable: no point in spinning
+                    time.sleep(self.rng.uniform(0.1, 0.4))
         except BaseException as e:  # reported by the scenario
             self.error = e
 
@@ -774,9 +811,11 @@ class Nemesis:
         ("kill-servers-aof", 2), ("kill-servers-delayed", 2),
         ("proxy-delay", 2), ("proxy-hold", 3), ("proxy-drop", 2), ("proxy-reset", 1),
         ("clock-back", 1), ("clock-slow", 1),
+        # Known-unsafe, never picked unless named with --nemesis: a check of the checkers.
+        ("restart-empty-now", 0), ("clock-forward", 0),
     ]
 
-    def __init__(self, world, clients, rng, hist):
+    def __init__(self, world, clients, rng, hist, only=None):
         self.w = world
         self.clients = clients
         self.rng = rng
@@ -784,10 +823,12 @@ class Nemesis:
         self.counts = collections.Counter()
         self.faults = []
         self.liveness = []   # (t_heal, kind) where nothing acquired within the bound
+        self.recovery = []   # seconds from each heal to the next PROGRAM entering
         n = world.n
-        self.kinds = [(k, wt) for k, wt in self.KINDS
+        self.kinds = [(k, wt if not only else max(wt, 1)) for k, wt in self.KINDS
                       if not (k == "freeze-minority" and n == 1)
-                      and not (k.startswith("clock") and not world.shim)]
+                      and not (k.startswith("clock") and not world.shim)
+                      and (not only or k in only)]
 
     def pick(self):
         total = sum(w for _, w in self.kinds)
@@ -796,11 +837,14 @@ class Nemesis:
             x -= wt
             if x <= 0:
                 return k
-        return self.kinds[-1][0]
+        return [k for k, wt in self.kinds if wt][-1] if any(wt for _, wt in self.kinds) \
+            else self.kinds[-1][0]
 
     def servers_subset(self, majority):
         n = self.w.n
         minority = n - self.w.majority
+        if minority == 0:
+            majority = True
         size = self.rng.randint(self.w.majority, n) if majority else self.rng.randint(1, minority)
         return sorted(self.rng.sample(range(n), size))
 
@@ -823,7 +867,7 @@ class Nemesis:
             other = self.pick()
             if self.family(other) != self.family(kinds[0]):
                 kinds.append(other)
-        dur = self.rng.uniform(0.05, 4.0)
+        dur = self.rng.uniform(0.05, 3.0)
         t_start = now()
         undos = []
         for kind in kinds:
@@ -847,10 +891,12 @@ class Nemesis:
         # stopped holder leaves its key until it expires (at most the TTL, longer on a
         # server whose clock was set back), a dropped --fair place holds its line 3 s.
         bound = (2 * MAX_TTL + 8.0) * SLACK
-        if not self.w.register.wait_enter_after(t_heal, bound):
+        if self.w.register.wait_enter_after(t_heal, bound):
+            self.recovery.append((now() - t_heal) / S)
+        else:
             self.liveness.append((t_heal, kind))
             self.hist.add(now(), f"LIVENESS nothing acquired {bound:.0f}s after the heal")
-        time.sleep(self.rng.uniform(0.1, 0.8))
+        time.sleep(self.rng.uniform(0.1, 0.5))
 
     def apply(self, kind):
         w = self.w
@@ -905,7 +951,7 @@ class Nemesis:
                 for i in idx:
                     if delayed:
                         w.servers[i].restart_empty()
-                        w.counter_loss.append(now())
+                        w.lost_counter()
                     else:
                         w.servers[i].start_again()
             return f"servers {idx}" + (" (back empty after the longest TTL)" if delayed
@@ -940,6 +986,17 @@ class Nemesis:
                         p.cmd(op="reset", i=i)
             return detail + (" (then delivered late)" if kind == "proxy-hold" and release
                              else ""), undo
+        if kind == "restart-empty-now":
+            idx = self.servers_subset(True)
+            for i in idx:
+                w.servers[i].restart_empty()
+                w.lost_counter()
+            return f"servers {idx} (UNSAFE)", lambda: None
+        if kind == "clock-forward":
+            idx = self.servers_subset(True)
+            for i in idx:
+                w.servers[i].set_clock(w.servers[i].clock_offset + 2 * MAX_TTL)
+            return f"servers {idx} by {2 * MAX_TTL:g}s (UNSAFE)", lambda: None
         if kind == "clock-back":
             # Set a server's wall clock back (never forward: a clock that jumps forward
             # expires locks early, a documented hazard run among the known-unsafe cases).
@@ -984,7 +1041,7 @@ class Nemesis:
 # Scenarios
 
 
-def mixed(n, seconds, top_seed, clients=5):
+def mixed(n, seconds, top_seed, clients=5, only=None):
     """The main workload: clients over n servers under the random nemesis."""
     seed = top_seed * 10 + n
     rng = random.Random(seed)
@@ -1000,7 +1057,7 @@ def mixed(n, seconds, top_seed, clients=5):
               for i in range(clients)]
         for c in cl:
             c.start()
-        nem = Nemesis(world, cl, random.Random(rng.random()), hist)
+        nem = Nemesis(world, cl, random.Random(rng.random()), hist, only)
         # A quiet start: the system works before any fault.
         if not world.register.wait_enter_after(0, 20 * SLACK):
             nem.liveness.append((hist.t0, "start"))
@@ -1071,14 +1128,23 @@ def mixed(n, seconds, top_seed, clients=5):
               f"{reg.plain_writes} writes; highest fence {reg.max_fence}", flush=True)
         print(f"faults: {label}: {sum(nem.counts.values())} faults injected: "
               f"{dict(sorted(nem.counts.items()))}", flush=True)
+        rec = sorted(nem.recovery)
+        if rec:
+            print(f"faults: {label}: a PROGRAM entered after every heal: median "
+                  f"{rec[len(rec) // 2]:.2f}s, slowest {rec[-1]:.2f}s", flush=True)
         if chk.notes:
             kinds = collections.Counter(k for k, *_ in chk.notes)
             print(f"faults: {label}: notes (allowed by the contract): {dict(kinds)}")
-            chk.report(chk.notes, "Note")
-        print(f"faults: {label}: {len(chk.violations)} violations", flush=True)
+            if os.environ.get("FAULTS_NOTES"):
+                chk.report(chk.notes, "Note")
+        print(f"faults: {label}: {len(chk.violations)} violations"
+              + (f": {dict(collections.Counter(k for k, *_ in chk.violations))}"
+                 if chk.violations else ""), flush=True)
         chk.report(chk.violations, "VIOLATION")
         return {"label": label, "seed": seed, "runs": len(runs), "held": held,
                 "faults": dict(nem.counts), "violations": len(chk.violations),
+                "recovery_max_s": rec[-1] if rec else None,
+                "notes": dict(collections.Counter(k for k, *_ in chk.notes)),
                 "statuses": dict(statuses)}, not chk.violations
     finally:
         stop.set()
@@ -1127,7 +1193,7 @@ def unsafe_trial(case, seed):
                     world.servers[i].start_again()
                 else:
                     world.servers[i].restart_empty()
-                    world.counter_loss.append(now())
+                    world.counter_loss.append(now())  # the register keeps its epoch
             hist.add(now(), f"NEMESIS kill -9 servers [0, 1], restarted "
                      f"{'from the AOF' if case == 'aof-control' else 'empty'}")
         elif case == "clock-forward":
@@ -1265,6 +1331,8 @@ def main():
     ap.add_argument("--seed", type=int, default=None, help="$FAULTS_SEED; default random")
     ap.add_argument("--clients", type=int, default=5)
     ap.add_argument("--json", help="also write the figures to this file")
+    ap.add_argument("--nemesis", help="only these fault kinds, comma-separated: "
+                    + ", ".join(k for k, _ in Nemesis.KINDS))
     opts = ap.parse_args()
     seconds = opts.seconds
     if seconds is None:
@@ -1279,7 +1347,8 @@ def main():
     figures = []
     t = time.monotonic()
     for n in counts:
-        fig, good = mixed(n, seconds, seed, opts.clients)
+        fig, good = mixed(n, seconds, seed, opts.clients,
+                          set(opts.nemesis.split(",")) if opts.nemesis else None)
         figures.append(fig)
         ok &= good
     if run_unsafe:
