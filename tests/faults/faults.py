@@ -1047,7 +1047,7 @@ def mixed(n, seconds, top_seed, clients=5, only=None):
     rng = random.Random(seed)
     hist = History()
     label = f"{n} server{'s' if n > 1 else ''}"
-    print(f"faults: {label}: seed {seed}, {seconds:g}s of faults, {clients} clients "
+    print(f"faults: {label}: seed {top_seed}, {seconds:g}s of faults, {clients} clients "
           f"(replay: --servers {n} --seed {top_seed})", flush=True)
     world = World(n, hist, rng)
     stop = threading.Event()
@@ -1091,7 +1091,7 @@ def mixed(n, seconds, top_seed, clients=5, only=None):
             time.sleep(0.1)
         world.monitor.stop()
 
-        chk = Checker(world, hist, seed, label, nem.faults)
+        chk = Checker(world, hist, top_seed, label, nem.faults)
         chk.mutual_exclusion()
         chk.dead_before_free()
         chk.fences()
@@ -1141,7 +1141,7 @@ def mixed(n, seconds, top_seed, clients=5, only=None):
               + (f": {dict(collections.Counter(k for k, *_ in chk.violations))}"
                  if chk.violations else ""), flush=True)
         chk.report(chk.violations, "VIOLATION")
-        return {"label": label, "seed": seed, "runs": len(runs), "held": held,
+        return {"label": label, "seed": top_seed, "runs": len(runs), "held": held,
                 "faults": dict(nem.counts), "violations": len(chk.violations),
                 "recovery_max_s": rec[-1] if rec else None,
                 "notes": dict(collections.Counter(k for k, *_ in chk.notes)),
