@@ -46,6 +46,7 @@ struct RunArgs {
     std::optional<std::string> min_validity;
     std::optional<std::string> min_hold;
     std::optional<std::string> once_per;
+    std::optional<std::string> limit;
     std::vector<std::string> program;
 };
 
@@ -273,6 +274,18 @@ util::Expected<int> conflict_exit_code(const std::optional<std::string>& text) {
     return value;
 }
 
+// --limit N: 1 to 1000 holders at once (each permit is tried in turn while waiting).
+util::Expected<size_t> limit_option(const std::optional<std::string>& text) {
+    if (!text)
+        return 1;
+    size_t value = 0;
+    auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), value);
+    if (ec != std::errc() || end != text->data() + text->size() || value < 1 || value > 1000)
+        return util::fail(util::ErrorKind::usage,
+                          util::format("invalid --limit '{}': expected 1 to 1000", *text));
+    return value;
+}
+
 util::Expected<RunOptions> make_run_options(const RunArgs& args, const config::Config& cfg) {
     RunOptions options;
     if (auto ok = lock::validate_name(args.key); !ok)
@@ -326,6 +339,15 @@ util::Expected<RunOptions> make_run_options(const RunArgs& args, const config::C
                           util::format("--once-per must be at least 1s (got {})",
                                        util::format_duration(**once_per)));
     options.once_per = *once_per;
+    auto limit = limit_option(args.limit);
+    if (!limit)
+        return std::unexpected(limit.error());
+    options.limit = *limit;
+    if (options.limit > 1 && options.fair)
+        return util::fail(util::ErrorKind::usage, "--fair and --limit cannot be combined");
+    if (options.limit > 1 && options.once_per)
+        return util::fail(util::ErrorKind::usage,
+                          "--once-per and --limit cannot be combined (once per slot is one run)");
     if (options.program.empty())
         return util::fail(util::ErrorKind::usage,
                           "run: no PROGRAM given (redlock run -k NAME -- PROGRAM [ARG...])");
@@ -563,6 +585,7 @@ int run_main(int argc, char** argv) {
         add_text_option(command, "--min-validity", run_args.min_validity)->type_name("DURATION");
         add_text_option(command, "--min-hold", run_args.min_hold)->type_name("DURATION");
         add_text_option(command, "--once-per", run_args.once_per)->type_name("DURATION");
+        add_text_option(command, "--limit", run_args.limit)->type_name("N");
         command->add_option("program", run_args.program)->type_name("PROGRAM");
         // Options stop at PROGRAM, so its own flags are left alone (as with flock(1)).
         command->positionals_at_end();

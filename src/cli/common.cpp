@@ -132,11 +132,19 @@ namespace {
 // Who holds the lock now, read over the lock's own connections (idle between attempts).
 // Nothing when it is not held by then (released meanwhile) or cannot be read.
 void read_holder(lock::Lock& lock, std::string_view name, WaitProgress& progress) {
-    std::string_view key = lock.key();
+    std::string_view key = lock.name_key();
     auto view =
         lock::inspect(lock.connections(), key.substr(0, key.size() - name.size()), name, true);
-    if (view.state == lock::LockState::held)
+    if (view.limit > 0) { // a semaphore: the first holder, and how many more
+        std::vector<const lock::LockView*> held;
+        for (const auto& permit : view.permits)
+            if (permit.state == lock::LockState::held)
+                held.push_back(&permit);
+        if (!held.empty())
+            progress.set_holder(held.front()->holder, held.size() - 1);
+    } else if (view.state == lock::LockState::held) {
         progress.set_holder(view.holder);
+    }
     if (lock.fair())
         progress.set_queue_position(lock.queue_position());
 }
@@ -169,6 +177,13 @@ std::chrono::microseconds backoff_unit(const lock::Lock& lock) {
 
 std::chrono::microseconds backoff_cap(const lock::Lock& lock) {
     return std::max<std::chrono::microseconds>(backoff_unit(lock) * 32, 20ms);
+}
+
+// "held by another owner"; for a semaphore "held: none of its 3 permits is free".
+std::string held_by_others(const lock::Lock& lock) {
+    if (lock.limit() > 1)
+        return util::format("held: none of its {} permits is free", lock.limit());
+    return "held by another owner";
 }
 
 util::Expected<Acquisition> wait_and_acquire(lock::Lock& lock, std::string_view name,
@@ -215,7 +230,9 @@ util::Expected<Acquisition> wait_and_acquire(lock::Lock& lock, std::string_view 
         }
         if (attempt->status == lock::AcquireStatus::acquired) {
             log::verbose(
-                "acquired '{}' in {} after {} attempt{}, fence {}{} ({})", name,
+                "acquired '{}'{} in {} after {} attempt{}, fence {}{} ({})", name,
+                lock.limit() > 1 ? util::format(" (permit {} of {})", lock.permit(), lock.limit())
+                                 : std::string(),
                 util::format(
                     "{:.1f}ms",
                     std::chrono::duration<double, std::milli>(Clock::now() - started).count()),
@@ -251,23 +268,23 @@ util::Expected<Acquisition> wait_and_acquire(lock::Lock& lock, std::string_view 
                          name, std::chrono::duration<double, std::milli>(attempt->elapsed).count());
         } else if (give_up && now >= *give_up) {
             if (wait->count() == 0)
-                log::note("lock '{}' is held by another owner", name);
+                log::note("lock '{}' is {}", name, held_by_others(lock));
             else
-                log::note("lock '{}' is still held by another owner after {}", name,
+                log::note("lock '{}' is still {} after {}", name, held_by_others(lock),
                           util::format_duration(*wait));
             return Acquisition{AcquireOutcome::conflict, 0};
         }
         if (lock.connections().size() > 1 && too_slow == 0 && (noticed || split(*attempt)))
             ++collided;
         if (attempts == 1 && too_slow == 0)
-            log::verbose("lock '{}' is held by another owner; waiting ({})", name,
+            log::verbose("lock '{}' is {}; waiting ({})", name, held_by_others(lock),
                          lock::describe_round(attempt->servers));
         // Woken by the release: subscribed before the next attempt, so that a release
         // after it cannot pass unnoticed, and one before it is seen by the attempt. So
         // the first time, and whenever a subscription was lost, look again at once.
         if (too_slow == 0 && (!notices || notices->lost())) {
             if (!notices)
-                notices.emplace(servers_of(lock), lock::release_channel(lock.key()));
+                notices.emplace(servers_of(lock), lock.release_channel());
             notices->subscribe();
             if (notices->live() == 0)
                 log::verbose("cannot subscribe to releases of '{}'; retrying now and then", name);

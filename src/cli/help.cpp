@@ -81,6 +81,8 @@ Options:
                       run at most once in each slot of this length, counted on
                       the servers' clock (1h: on the hour, UTC); a later run in
                       the slot exits 75 (or -E) without running PROGRAM
+      --limit N       a semaphore: up to N holders at once, each with its own
+                      permit (REDLOCK_PERMIT), lease and fence
   -h, --help          show this help
 )" GLOBAL_OPTIONS R"(
 Exit status: PROGRAM's own (128+N when killed by signal N); 75 (or -E) lock not

@@ -1,5 +1,6 @@
 // status and list: read-only views of locks, merged across servers.
 
+#include <algorithm>
 #include <iostream>
 
 #include "cli/commands.hpp"
@@ -96,6 +97,15 @@ void write_view(util::JsonWriter& json, const lock::LockView& view) {
         json.null();
     write_holder(json, view.holder);
     write_last_run(json, view.last_run);
+    json.key("limit");
+    if (view.limit > 0)
+        json.value(static_cast<long long>(view.limit));
+    else
+        json.null();
+    json.key("permits").begin_array();
+    for (const auto& permit : view.permits)
+        write_view(json, permit);
+    json.end_array();
     json.key("servers").begin_array();
     for (const auto& s : view.servers) {
         json.begin_object().field("server", s.server).field("state", server_state(s));
@@ -127,7 +137,30 @@ std::string ttl_text(long long ttl_ms) {
     return ttl_ms == -1 ? std::string("no expiry") : human_duration(Millis(ttl_ms)) + " left";
 }
 
+void print_view(std::string& out, const lock::LockView& view);
+
+// A semaphore: how many permits are held, then each permit as a lock of its own.
+void print_semaphore(std::string& out, const lock::LockView& view) {
+    const auto held = std::ranges::count_if(
+        view.permits, [](const lock::LockView& p) { return p.state == lock::LockState::held; });
+    out += util::format("{}: {} of {} permits held (--limit {})\n", view.name, held, view.limit,
+                        view.limit);
+    for (size_t i = 0; i < view.permits.size(); ++i) {
+        auto permit = view.permits[i];
+        permit.name = util::format("permit {}", i + 1);
+        std::string text;
+        print_view(text, permit);
+        for (size_t at = 0; at < text.size();) {
+            auto end = text.find('\n', at);
+            out += "  " + text.substr(at, end - at + 1);
+            at = end + 1;
+        }
+    }
+}
+
 void print_view(std::string& out, const lock::LockView& view) {
+    if (view.limit > 0)
+        return print_semaphore(out, view);
     switch (view.state) {
     case lock::LockState::free:
         if (view.fence)
@@ -258,8 +291,12 @@ int list_command(const ListOptions& options, const config::Config& config) {
         out += util::format("{:<24} {:<9} {:<22} {:<8} {}\n", "NAME", "TTL", "HOLDER", "HELD",
                             "COMMAND");
         for (const auto& v : views) {
-            std::string holder = v.state == lock::LockState::unknown ? "(unknown state)"
-                                 : v.wrong_type                      ? "(wrong type)"
+            const auto held = std::ranges::count_if(v.permits, [](const lock::LockView& p) {
+                return p.state == lock::LockState::held;
+            });
+            std::string holder = v.limit > 0 ? util::format("({} of {} permits)", held, v.limit)
+                                 : v.state == lock::LockState::unknown ? "(unknown state)"
+                                 : v.wrong_type                        ? "(wrong type)"
                                  : v.holder
                                      ? util::printable(util::format("{}@{}:{}", v.holder->user,
                                                                     v.holder->host, v.holder->pid))

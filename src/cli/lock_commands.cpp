@@ -1,6 +1,7 @@
 // acquire, extend and release: the lock as primitives for shell scripts, plus the
 // operator's forced release.
 
+#include <algorithm>
 #include <cstdio>
 #include <fcntl.h>
 #include <unistd.h>
@@ -203,8 +204,12 @@ int release_command(const ReleaseOptions& options, const config::Config& config)
         return 0;
     }
     // Shown on a terminal: what the holder wrote goes through util::printable.
+    const auto permits_held = std::ranges::count_if(
+        view.permits, [](const lock::LockView& p) { return p.state == lock::LockState::held; });
     std::string who =
-        view.holder
+        view.limit > 0 ? util::format("{} holder{} of its {} permits (--limit {})", permits_held,
+                                      permits_held == 1 ? "" : "s", view.limit, view.limit)
+        : view.holder
             ? util::printable(util::format("{}@{} (pid {}, since {}, running {})",
                                            view.holder->user, view.holder->host, view.holder->pid,
                                            view.holder->acquired_at, view.holder->command))

@@ -64,8 +64,9 @@ WaitProgress::~WaitProgress() {
         write_stderr("\r\033[K");
 }
 
-void WaitProgress::set_holder(std::optional<lock::Holder> holder) {
+void WaitProgress::set_holder(std::optional<lock::Holder> holder, size_t others) {
     m_holder = std::move(holder);
+    m_others = others;
 }
 
 std::string WaitProgress::text(Clock::time_point now) const {
@@ -82,6 +83,8 @@ std::string WaitProgress::text(Clock::time_point now) const {
             command = fit(command, k_command_width - 3) + "...";
         out += ", running " + command;
     }
+    if (m_others > 0)
+        out += util::format(", and by {} other{}", m_others, m_others == 1 ? "" : "s");
     if (m_position)
         out +=
             *m_position == 0 ? "; next in line" : util::format("; {} ahead in line", *m_position);

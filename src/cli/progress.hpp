@@ -24,7 +24,8 @@ class WaitProgress {
     WaitProgress& operator=(const WaitProgress&) = delete;
 
     // The holder as the servers describe it (nullopt: a holder without redlock metadata).
-    void set_holder(std::optional<lock::Holder> holder);
+    // With `others`, the holders of a semaphore's other permits (--limit), counted only.
+    void set_holder(std::optional<lock::Holder> holder, size_t others = 0);
     // --fair: our place in the queue, 0 at its head (nullopt: not known).
     void set_queue_position(std::optional<long long> position) { m_position = position; }
     // Shows the state if it is due; returns when to call again.
@@ -38,6 +39,7 @@ class WaitProgress {
     Clock::time_point m_started;
     std::optional<Clock::time_point> m_give_up;
     std::optional<lock::Holder> m_holder;
+    size_t m_others = 0;
     std::optional<long long> m_position;
     bool m_enabled = false;
     bool m_terminal = false;

@@ -348,7 +348,15 @@ std::optional<int> run_nested(const RunOptions& options, const config::Config& c
         return std::nullopt;
     auto lock = make_lock(config, options.name, token, options.ttl);
     auto view = lock::inspect(lock.connections(), config.key_prefix, options.name, true);
-    if (view.state != lock::LockState::held || view.token != token) {
+    // The lock itself, or one permit of a semaphore (--limit).
+    auto ours = [&](const lock::LockView& v) {
+        return v.state == lock::LockState::held && v.token == token;
+    };
+    const lock::LockView* held = ours(view) ? &view : nullptr;
+    for (const auto& permit : view.permits)
+        if (ours(permit))
+            held = &permit;
+    if (!held) {
         log::verbose("'{}': the REDLOCK_TOKEN inherited does not hold it on these servers "
                      "({}); acquiring it",
                      options.name, lock::state_name(view.state));
@@ -359,11 +367,11 @@ std::optional<int> run_nested(const RunOptions& options, const config::Config& c
                   "--once-per apply to that run, not here",
                   options.name);
     // The fence is the outer run's, as the servers have it (the environment may be edited).
-    if (view.fence)
-        ::setenv("REDLOCK_FENCE", std::to_string(*view.fence).c_str(), 1);
+    if (held->fence)
+        ::setenv("REDLOCK_FENCE", std::to_string(*held->fence).c_str(), 1);
     log::verbose("'{}' is held by the run this one is nested in (fence {}); running PROGRAM "
                  "under it",
-                 options.name, view.fence.value_or(0));
+                 options.name, held->fence.value_or(0));
     return report(process::exec_in_place(options.program));
 }
 
@@ -416,6 +424,8 @@ int run_command(const RunOptions& options, const config::Config& config) {
     const auto token = util::random_token();
     auto lock =
         make_lock(config, options.name, token, options.ttl, lock::holder_fields(holder, token));
+    if (options.limit > 1)
+        lock.set_limit(options.limit);
     auto acquired = acquire_waiting(lock, options.name, options.wait, *signals, options.fair,
                                     options.min_validity);
     if (auto status = unless_acquired(acquired, options.conflict_exit_code))
@@ -450,6 +460,8 @@ int run_command(const RunOptions& options, const config::Config& config) {
     spawn.env = {{"REDLOCK_KEY", options.name},
                  {"REDLOCK_TOKEN", lock.token()},
                  {"REDLOCK_FENCE", std::to_string(lock.fence())}};
+    if (lock.limit() > 1) // which permit: its fences grow on their own
+        spawn.env.emplace_back("REDLOCK_PERMIT", std::to_string(lock.permit()));
     spawn.child_mask = &signals->original_mask();
     auto child = process::Child::spawn(spawn);
     if (!child) {

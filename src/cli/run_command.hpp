@@ -26,6 +26,7 @@ struct RunOptions {
     std::optional<std::chrono::milliseconds> min_hold;
     // --once-per: at most one run of NAME per slot of this length, on the servers' clock.
     std::optional<std::chrono::milliseconds> once_per;
+    size_t limit = 1; // --limit: holders at once (a semaphore above 1)
 };
 
 // Returns the exit status of the whole command.

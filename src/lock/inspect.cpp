@@ -128,18 +128,22 @@ const char* state_name(LockState state) {
     return "unknown";
 }
 
-LockView inspect(std::span<redis::Connection> conns, std::string_view prefix, std::string_view name,
-                 bool majority_only) {
+namespace {
+
+// One lock (a name's, or a permit's) read on every server and merged.
+LockView read_lock(std::span<redis::Connection> conns, std::string_view name, std::string key,
+                   const std::string& meta_key, const std::string& fence_key,
+                   const std::string& slot_key, bool majority_only) {
     LockView view;
     view.name = std::string(name);
-    view.key = lock_key(prefix, name);
-    auto meta_key = companion_key(prefix, name, "meta");
-    auto fence_key = companion_key(prefix, name, "fence");
-    auto slot_key = companion_key(prefix, name, "slot");
-    const auto command =
-        script_command(k_inspect_script, true, {view.key, meta_key, fence_key, slot_key});
-    const auto fallback =
-        script_command(k_inspect_script, false, {view.key, meta_key, fence_key, slot_key});
+    view.key = std::move(key);
+    auto call = [&](bool by_sha) {
+        if (slot_key.empty()) // a permit has no --once-per record
+            return script_command(k_inspect_script, by_sha, {view.key, meta_key, fence_key});
+        return script_command(k_inspect_script, by_sha, {view.key, meta_key, fence_key, slot_key});
+    };
+    const auto command = call(true);
+    const auto fallback = call(false);
     if (!majority_only) {
         redis::request_all(conns, command, fallback);
     } else {
@@ -243,6 +247,57 @@ LockView inspect(std::span<redis::Connection> conns, std::string_view prefix, st
     return view;
 }
 
+// The largest limit of a semaphore a server has ({key}:limit), if any.
+std::optional<long long> read_limit(std::span<redis::Connection> conns, const std::string& key) {
+    const auto limit_key = companion_of(key, "limit");
+    const std::array<std::string_view, 2> get{"GET", limit_key};
+    redis::request_all(conns, redis::encode_command(get));
+    std::optional<long long> limit;
+    for (const auto& c : conns) {
+        const auto& outcome = c.outcome();
+        if (!outcome || !outcome->reply || outcome->reply->type != REDIS_REPLY_STRING)
+            continue;
+        char* end = nullptr;
+        long long n = std::strtoll(std::string(redis::text(*outcome->reply)).c_str(), &end, 10);
+        if (*end == '\0' && n > 1 && n <= 1000)
+            limit = std::max(limit.value_or(0), n);
+    }
+    return limit;
+}
+
+} // namespace
+
+LockView inspect(std::span<redis::Connection> conns, std::string_view prefix, std::string_view name,
+                 bool majority_only) {
+    const auto key = lock_key(prefix, name);
+    auto view = read_lock(conns, name, key, companion_of(key, "meta"), companion_of(key, "fence"),
+                          companion_of(key, "slot"), majority_only);
+    // A semaphore (--limit): the name's key is then the set of its permit holders, which
+    // reads as a key of the wrong type. Each permit is a lock of its own.
+    if (!std::ranges::any_of(view.servers, [](const ServerView& s) { return s.wrong_type; }))
+        return view;
+    auto limit = read_limit(conns, key);
+    if (!limit)
+        return view;
+    view.limit = static_cast<size_t>(*limit);
+    view.wrong_type = false;
+    view.state = LockState::free;
+    size_t unknown = 0;
+    for (size_t i = 1; i <= view.limit; ++i) {
+        const auto base = "permit:" + std::to_string(i);
+        auto permit =
+            read_lock(conns, name, companion_of(key, base), companion_of(key, base + ":meta"),
+                      companion_of(key, base + ":fence"), {}, majority_only);
+        if (permit.state == LockState::held)
+            view.state = LockState::held;
+        unknown += permit.state == LockState::unknown;
+        view.permits.push_back(std::move(permit));
+    }
+    if (view.state != LockState::held && unknown > 0)
+        view.state = LockState::unknown;
+    return view;
+}
+
 ListResult list_names(std::span<redis::Connection> conns, std::string_view prefix,
                       std::string_view pattern) {
     ListResult result;
@@ -313,6 +368,31 @@ ListResult list_names(std::span<redis::Connection> conns, std::string_view prefi
 }
 
 size_t force_release(std::span<redis::Connection> conns, const LockView& view) {
+    // A semaphore: every permit shown held is released as its holder would (which also
+    // takes it out of the name's set); the set itself, with the limit, then goes below.
+    const auto limit_key = companion_of(view.key, "limit");
+    std::vector<bool> released(conns.size(), false); // a permit, on each server
+    for (const auto& permit : view.permits) {
+        auto now = redis::Clock::now();
+        for (size_t i = 0; i < conns.size() && i < permit.servers.size(); ++i)
+            if (const auto& token = permit.servers[i].token)
+                conns[i].start(script_command(k_release_permit_script, false,
+                                              {permit.key, permit.key + ":meta",
+                                               permit.key + ":fence", view.key, limit_key},
+                                              {*token, release_channel(view.key)}),
+                               {}, now);
+        (void)redis::wait(conns, [] { return false; });
+        for (size_t i = 0; i < conns.size() && i < permit.servers.size(); ++i) {
+            const auto& outcome = conns[i].outcome();
+            released[i] = released[i] || (permit.servers[i].token && outcome && outcome->reply &&
+                                          outcome->reply->type == REDIS_REPLY_INTEGER &&
+                                          outcome->reply->integer == 1);
+        }
+    }
+    if (view.limit > 0) {
+        const std::array<std::string_view, 2> del{"DEL", limit_key};
+        redis::request_all(conns, redis::encode_command(del));
+    }
     auto prefix = view.key.substr(0, view.key.size() - view.name.size());
     auto meta_key = companion_key(prefix, view.name, "meta");
     auto fence_key = companion_key(prefix, view.name, "fence"); // never deleted
@@ -340,8 +420,9 @@ size_t force_release(std::span<redis::Connection> conns, const LockView& view) {
         if (!view.servers[i].token && !view.servers[i].wrong_type)
             continue;
         const auto& outcome = conns[i].outcome();
-        if (outcome && outcome->reply && outcome->reply->type == REDIS_REPLY_INTEGER &&
-            outcome->reply->integer == 1)
+        if (released[i] ||
+            (outcome && outcome->reply && outcome->reply->type == REDIS_REPLY_INTEGER &&
+             outcome->reply->integer == 1))
             ++deleted;
     }
     return deleted;

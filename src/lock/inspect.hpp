@@ -56,6 +56,10 @@ struct LockView {
     bool wrong_type = false; // held because a majority have a key of the wrong type
     // The latest --once-per run recorded on any server (the largest slot).
     std::optional<LastRun> last_run;
+    // A semaphore (--limit N): N, and each permit read as a lock of its own (state: held
+    // when any permit is). 0 and empty for a plain lock.
+    size_t limit = 0;
+    std::vector<LockView> permits;
 };
 
 [[nodiscard]] const char* state_name(LockState state);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <limits>
 #include <poll.h>
 
 #include "lock/name.hpp"
@@ -96,17 +97,47 @@ std::string script_call(const Script& script, bool by_sha, const std::string& ke
 Lock::Lock(const std::vector<config::ServerConfig>& servers, std::string key, std::string meta_key,
            std::string fence_key, std::string token, Millis ttl, std::vector<std::string> holder)
     : m_key(std::move(key)), m_meta_key(std::move(meta_key)), m_fence_key(std::move(fence_key)),
-      m_token(std::move(token)), m_waiter(m_token), m_holder(std::move(holder)), m_ttl(ttl) {
+      m_name_key(m_key), m_token(std::move(token)), m_waiter(m_token), m_holder(std::move(holder)),
+      m_ttl(ttl) {
     m_conns.reserve(servers.size());
     for (const auto& s : servers)
         m_conns.emplace_back(s);
     build_renewal();
 }
 
+void Lock::set_limit(size_t permits) {
+    m_limit = permits;
+    use_permit(1);
+}
+
+void Lock::use_permit(size_t permit) {
+    m_permit = permit;
+    const auto base = "permit:" + std::to_string(permit);
+    m_key = companion_of(m_name_key, base);
+    m_meta_key = companion_of(m_name_key, base + ":meta");
+    m_fence_key = companion_of(m_name_key, base + ":fence");
+    build_renewal();
+}
+
+std::string Lock::release_channel() const {
+    return lock::release_channel(m_name_key);
+}
+
+std::vector<std::string> Lock::script_keys() const {
+    if (m_limit == 0)
+        return {m_key, m_meta_key, m_fence_key};
+    return {m_key, m_meta_key, m_fence_key, m_name_key, companion_of(m_name_key, "limit")};
+}
+
+const Script& Lock::renew_script() const {
+    return m_limit == 0 ? k_renew_script : k_renew_permit_script;
+}
+
 void Lock::build_renewal() {
-    std::vector<std::string> args{m_token, std::to_string(m_ttl.count())};
-    m_renew_command = script_call(k_renew_script, true, m_key, m_meta_key, m_fence_key, args);
-    m_renew_fallback = script_call(k_renew_script, false, m_key, m_meta_key, m_fence_key, args);
+    const std::array<std::string, 2> args{m_token, std::to_string(m_ttl.count())};
+    const auto keys = script_keys();
+    m_renew_command = script_call(renew_script(), true, keys, args);
+    m_renew_fallback = script_call(renew_script(), false, keys, args);
 }
 
 void Lock::send_all(const std::string& command, const std::string& fallback, Clock::time_point now,
@@ -156,6 +187,31 @@ std::vector<ServerResult> Lock::collect() const {
 }
 
 util::Expected<AcquireResult> Lock::acquire(int interrupt_fd) {
+    if (m_limit == 0)
+        return acquire_key(interrupt_fd);
+    // Every permit in turn, from a random one (contenders spread over them), until one is
+    // ours. All held: "held", with the servers' answers for the permit that frees first.
+    const size_t first = util::random_index(m_limit);
+    std::optional<AcquireResult> soonest;
+    auto frees_in = [](const AcquireResult& r) {
+        long long least = std::numeric_limits<long long>::max();
+        for (const auto& s : r.servers)
+            if (s.held_pttl >= 0)
+                least = std::min(least, s.held_pttl);
+        return least;
+    };
+    for (size_t k = 0; k < m_limit; ++k) {
+        use_permit((first + k) % m_limit + 1);
+        auto attempt = acquire_key(interrupt_fd);
+        if (!attempt || attempt->status != AcquireStatus::held)
+            return attempt;
+        if (!soonest || frees_in(*attempt) < frees_in(*soonest))
+            soonest = std::move(*attempt);
+    }
+    return *soonest;
+}
+
+util::Expected<AcquireResult> Lock::acquire_key(int interrupt_fd) {
     // A fresh token for every attempt after the first: a request of an earlier attempt
     // that runs late (a release finished by the background process, one abandoned on a
     // frozen server) must not find, and delete or extend, this attempt's key. The model
@@ -168,7 +224,9 @@ util::Expected<AcquireResult> Lock::acquire(int interrupt_fd) {
                 m_holder[i + 1] = m_token;
     }
     std::vector<std::string> args{m_token, std::to_string(m_ttl.count())};
-    std::vector<std::string> keys{m_key, m_meta_key, m_fence_key};
+    std::vector<std::string> keys = script_keys();
+    if (m_limit > 0)
+        args.insert(args.end(), {std::to_string(m_limit), m_conns.size() == 1 ? "1" : "0"});
     if (m_ticket) { // --fair: the queue's keys, our ticket, when a silent waiter is dropped,
                     // and our place's id
         keys.insert(keys.end(), {queue_key(), waiting_key(), ticket_key()});
@@ -176,7 +234,9 @@ util::Expected<AcquireResult> Lock::acquire(int interrupt_fd) {
                     {std::to_string(*m_ticket), std::to_string(k_drop_waiter.count()), m_waiter});
     }
     args.insert(args.end(), m_holder.begin(), m_holder.end());
-    const Script& script = m_conns.size() == 1 ? k_acquire_single_script : k_acquire_script;
+    const Script& script = m_limit > 0           ? k_acquire_permit_script
+                           : m_conns.size() == 1 ? k_acquire_single_script
+                                                 : k_acquire_script;
     auto command = script_call(script, true, keys, args);
     auto fallback = script_call(script, false, keys, args);
 
@@ -263,6 +323,15 @@ util::Expected<AcquireResult> Lock::acquire(int interrupt_fd) {
         result.status = AcquireStatus::interrupted;
         return result;
     }
+    // --limit: the holders of this name have another limit, so this run must not join
+    // them (neither limit would hold any more).
+    for (const auto& r : result.servers)
+        if (r.vote == Vote::failed && r.detail.starts_with("LIMIT "))
+            return std::unexpected(util::Error{
+                util::ErrorKind::usage,
+                util::format("it is held with --limit {}, and this run asked for --limit {}: "
+                             "every run of a name must give the same limit",
+                             r.detail.substr(6), m_limit)});
     // Too few answers is an outage, not a lock held by someone else: round 1's answers,
     // less the servers that then failed in round 2 (not those merely not waited for).
     size_t answered = answered_round1;
@@ -367,8 +436,9 @@ RenewStatus Lock::extend(Millis ttl) {
     m_ttl = ttl;
     std::vector<std::string> args{m_token, std::to_string(ttl.count())};
     auto sent = Clock::now();
-    send_all(script_call(k_renew_script, true, m_key, m_meta_key, m_fence_key, args),
-             script_call(k_renew_script, false, m_key, m_meta_key, m_fence_key, args), sent);
+    const auto keys = script_keys();
+    send_all(script_call(renew_script(), true, keys, args),
+             script_call(renew_script(), false, keys, args), sent);
     // Until renewed or refused; a failure waits for every server, so that last_round()
     // says where the token was extended and where it could not be reached.
     (void)redis::wait(m_conns, [&] {
@@ -496,12 +566,13 @@ void Lock::leave_queue() {
 }
 
 std::vector<ServerResult> Lock::release(ReleaseWait until, const std::vector<bool>& only) {
-    std::vector<std::string> args{m_token, release_channel(m_key)};
+    std::vector<std::string> args{m_token, release_channel()};
     // Always EVAL: stragglers are abandoned without waiting for their reply, so the request
     // must work without a NOSCRIPT fallback even on a server whose connection survived a
     // restart unnoticed.
-    send_all(script_call(k_release_script, false, m_key, m_meta_key, m_fence_key, args), {},
-             Clock::now(), only);
+    send_all(script_call(m_limit == 0 ? k_release_script : k_release_permit_script, false,
+                         script_keys(), args),
+             {}, Clock::now(), only);
     // Done once a majority answered: a frozen server is not waited on (the key there
     // expires by its TTL; the request, written, runs when it thaws), and a server still
     // being connected to gets its release from a detached process instead of costing us

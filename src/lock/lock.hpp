@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "config/config.hpp"
+#include "lock/scripts.hpp"
 #include "redis/connection.hpp"
 #include "util/error.hpp"
 
@@ -94,7 +95,19 @@ class Lock {
          std::string fence_key, std::string token, Millis ttl,
          std::vector<std::string> holder = {});
 
+    // --limit N: a semaphore of N permits, each a lock of its own under the name's keys
+    // (lock/scripts.hpp, k_acquire_permit_script). Every acquire() then tries the permits,
+    // from a random one on, and takes the first it can; key() is then that permit's.
+    void set_limit(size_t permits);
+    [[nodiscard]] size_t limit() const { return m_limit; }
+    // The permit held (1..N) after acquiring with a limit; 0 without one.
+    [[nodiscard]] size_t permit() const { return m_permit; }
+    // The channel releases of this name are announced on (every permit's alike).
+    [[nodiscard]] std::string release_channel() const;
+
     [[nodiscard]] const std::string& key() const { return m_key; }
+    // The name's own lock key (key() is a permit's with a limit).
+    [[nodiscard]] const std::string& name_key() const { return m_name_key; }
     [[nodiscard]] const std::string& token() const { return m_token; }
     // The fence of the last successful acquire(); 0 before.
     [[nodiscard]] long long fence() const { return m_fence; }
@@ -170,6 +183,13 @@ class Lock {
                                       const std::vector<bool>& only = {});
 
   private:
+    // One attempt on the current key (the lock's, or one permit's).
+    [[nodiscard]] util::Expected<AcquireResult> acquire_key(int interrupt_fd);
+    void use_permit(size_t permit); // the keys of permit 1..N
+    // The keys every script of this lock takes: the lock, its metadata and fence counter,
+    // and for a permit the name's lock key and limit.
+    [[nodiscard]] std::vector<std::string> script_keys() const;
+    [[nodiscard]] const Script& renew_script() const;
     void build_renewal(); // the renewal commands, for the current token
     // Round 2 over several servers: writes `fence` where round 1 said yes (`yes_servers`)
     // and judges it by the servers in that set only. True when a majority confirmed.
@@ -192,6 +212,9 @@ class Lock {
     std::string m_key;
     std::string m_meta_key;
     std::string m_fence_key;
+    std::string m_name_key; // the name's own lock key (with a limit, m_key is a permit's)
+    size_t m_limit = 0;     // --limit N; 0 for a plain lock
+    size_t m_permit = 0;
     std::string m_token;  // this attempt's (fresh for each attempt after the first)
     std::string m_waiter; // our place in the --fair queue: the first token, kept
     size_t m_attempts = 0;

@@ -231,6 +231,91 @@ end
 return 0)lua",
     "b0642323e7f7959470b62e32a0ac9185f9938634"};
 
+// --limit N: a semaphore of N permits, each a lock of its own (a key, metadata and fence
+// counter, lock/name.hpp permit_key), so that over several servers each permit is a
+// Redlock lock and no more than N can ever be held. The name's own lock key is then a
+// sorted set of the permit holders' tokens by the server TIME (ms) their lease ends, with
+// the limit in {<key>}:limit, both expiring with the longest lease: a plain lock of the
+// name (SET NX) finds the key taken, and a permit is not given while a plain lock holds
+// the name. KEYS: 1 the permit, 2 its metadata, 3 its fence counter, 4 the name's lock key,
+// 5 the limit; ARGV[1] the token, ARGV[2] the ttl ms.
+
+// Acquire a permit (ARGV[3] N, ARGV[4] "1" on a single server, whose fence is written
+// here, as k_acquire_single_script does; else the round-1 reply of k_acquire_script;
+// holder fields from ARGV[5]). Expired holders are dropped first, by the server's clock.
+// Held: -2 - PTTL of the permit (or of the plain lock holding the name). Holders with
+// another limit: the error "LIMIT <theirs>".
+inline constexpr Script k_acquire_permit_script{
+    R"lua(local fence = redis.call("get", KEYS[3])
+if fence and tonumber(fence) == nil then return redis.error_reply("ERR fence counter " .. KEYS[3] .. " is not a number") end
+local kind = redis.call("type", KEYS[4]).ok
+if kind ~= "zset" and kind ~= "none" then return -2 - redis.call("pttl", KEYS[4]) end
+local t = redis.call("time")
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+redis.call("zremrangebyscore", KEYS[4], "-inf", now)
+local limit = tonumber(redis.call("get", KEYS[5]) or "")
+if limit and limit ~= tonumber(ARGV[3]) and redis.call("zcard", KEYS[4]) > 0 then
+  return redis.error_reply("LIMIT " .. limit)
+end
+if not redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then return -2 - redis.call("pttl", KEYS[1]) end
+redis.call("zadd", KEYS[4], now + tonumber(ARGV[2]), ARGV[1])
+local last = redis.call("zrange", KEYS[4], -1, -1, "WITHSCORES")[2]
+redis.call("pexpireat", KEYS[4], last)
+redis.call("set", KEYS[5], ARGV[3])
+redis.call("pexpireat", KEYS[5], last)
+redis.call("del", KEYS[2])
+local reply = (tonumber(fence) or 0) + 1
+if ARGV[4] == "1" then reply = redis.call("incr", KEYS[3]) end
+if #ARGV >= 5 then
+  if ARGV[4] == "1" then redis.call("hset", KEYS[2], "fence", reply) end
+  redis.call("hset", KEYS[2], unpack(ARGV, 5))
+  redis.call("pexpire", KEYS[2], ARGV[2])
+end
+if ARGV[4] ~= "1" then redis.pcall("publish", "{" .. KEYS[4] .. "}:released", "acquired") end
+return reply)lua",
+    "1e020047d9b43deb3acd3f43cbeed6114dd717f1"};
+
+// Renew a permit: as k_renew_script, and its holder's entry in the name's set moves on
+// with it (never over a plain lock that took the name meanwhile).
+inline constexpr Script k_renew_permit_script{
+    R"lua(if redis.call("get", KEYS[1]) ~= ARGV[1] then return 0 end
+if redis.call("pexpire", KEYS[2], ARGV[2]) == 1 then redis.call("hset", KEYS[2], "ttl_ms", ARGV[2]) end
+if redis.call("type", KEYS[4]).ok ~= "string" then
+  local t = redis.call("time")
+  redis.call("zadd", KEYS[4], t[1] * 1000 + math.floor(t[2] / 1000) + tonumber(ARGV[2]), ARGV[1])
+  local last = redis.call("zrange", KEYS[4], -1, -1, "WITHSCORES")[2]
+  redis.call("pexpireat", KEYS[4], last)
+  redis.call("pexpireat", KEYS[5], last)
+end
+return redis.call("pexpire", KEYS[1], ARGV[2]))lua",
+    "fcd38ed9f5a9f111d70e0e5322910161170fa438"};
+
+// Release a permit (ARGV[2] the release channel): as k_release_script, and its holder
+// leaves the name's set, which goes (with the limit) with its last live holder.
+inline constexpr Script k_release_permit_script{
+    R"lua(if redis.call("get", KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call("del", KEYS[2])
+local deleted = redis.call("del", KEYS[1])
+if redis.call("type", KEYS[4]).ok == "zset" then
+  local t = redis.call("time")
+  redis.call("zrem", KEYS[4], ARGV[1])
+  redis.call("zremrangebyscore", KEYS[4], "-inf", t[1] * 1000 + math.floor(t[2] / 1000))
+  local last = redis.call("zrange", KEYS[4], -1, -1, "WITHSCORES")[2]
+  if last then
+    redis.call("pexpireat", KEYS[4], last)
+    redis.call("pexpireat", KEYS[5], last)
+  else
+    redis.call("del", KEYS[4], KEYS[5])
+  end
+end
+if ARGV[2] then
+  local n = redis.pcall("pubsub", "numsub", ARGV[2])
+  n = type(n) == "table" and n[2]
+  redis.pcall("publish", ARGV[2], n and tostring(n) or "released")
+end
+return deleted)lua",
+    "8e940f8e04187a566fc8d39b3e98084f24069079"};
+
 // --fair: leave the queue (KEYS[1] queue, KEYS[2] last attempts; ARGV[1] token), when a
 // waiter gives up.
 inline constexpr Script k_fair_leave_script{

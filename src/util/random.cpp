@@ -63,4 +63,10 @@ std::chrono::microseconds random_between(std::chrono::microseconds low,
     return uniform_between(low, high);
 }
 
+size_t random_index(size_t n) {
+    uint64_t r = 0;
+    fill_random(&r, sizeof r);
+    return static_cast<size_t>(r % n);
+}
+
 } // namespace redlock::util

@@ -14,5 +14,7 @@ namespace redlock::util {
                                                        std::chrono::milliseconds high);
 [[nodiscard]] std::chrono::microseconds random_between(std::chrono::microseconds low,
                                                        std::chrono::microseconds high);
+// A uniformly random index in [0, n), n > 0.
+[[nodiscard]] size_t random_index(size_t n);
 
 } // namespace redlock::util

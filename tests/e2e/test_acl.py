@@ -89,6 +89,15 @@ class AclTest(E2ETest):
             self.assertStatus(r, expected)
         r = self.run_redlock(args + ["status", "--json", "slot"])
         self.assertEqual(json.loads(r.stdout)["locks"][0]["last_run"]["exit_status"], 0)
+        # --limit: permits, the holders' set, status of a semaphore, its release.
+        holder = self.start_redlock(args + ["run", "-k", "pool", "--limit", "2", "--",
+                                            "sleep", "0.8"])
+        self.wait_for_key(server, "lock:pool", holder)
+        r = self.run_redlock(args + ["run", "-k", "pool", "--limit", "2", "-t", "1s", "--",
+                                     "sleep", "0.5"])
+        self.assertStatus(r, 0)
+        self.assertStatus(self.run_redlock(args + ["status", "pool"]), 0)
+        self.assertEqual(holder.wait(30), 0)
         # acquire, extend, release; status, list; release --force; doctor.
         r = self.run_redlock(args + ["acquire", "-t", "1m", "y"])
         self.assertStatus(r, 0)
@@ -102,7 +111,7 @@ class AclTest(E2ETest):
         r = self.run_redlock(args + ["doctor"])
         self.assertNotIn("NOPERM", r.stdout + r.stderr)
         self.assertNotIn("cannot read", r.stdout + r.stderr)
-        for key in ("lock:x", "lock:y", "lock:z"):
+        for key in ("lock:x", "lock:y", "lock:z", "lock:pool"):
             self.assertKeyGone(server, key)
 
     def wait_for_key(self, server, key, proc):

@@ -1,5 +1,5 @@
 """Modes of run (contract "Modes of run (round 2)"): --max-hold, --min-validity,
---min-hold, --once-per, nested runs."""
+--min-hold, --once-per, --limit, nested runs."""
 
 import json
 import os
@@ -368,6 +368,168 @@ class OncePerFiveServersTest(OncePerTest):
         self.assertStatus(self.once("1h"), 0)
         self.assertStatus(self.once("1h"), 75)
         self.assertEqual(self.runs(), 1)
+
+
+# PROGRAM of a --limit contender: counts itself in (under flock), records the most seen
+# inside at once, holds for a while, counts itself out.
+LIMIT_PROGRAM = r'''
+d=$1
+count() { flock "$d/lock" sh -c 'n=$(($(cat "$1/inside") + $2)); echo $n > "$1/inside";
+  [ $n -gt $(cat "$1/most") ] && echo $n > "$1/most"; true' sh "$d" "$1"; }
+count 1
+sleep 0.2
+count -1
+echo run >> "$d/runs"
+'''
+
+
+class LimitTest(E2ETest):
+    servers = 1
+
+    def setUp(self):
+        super().setUp()
+        self.redis = [self.redis_server() for _ in range(self.servers)]
+        self.global_args = [a for s in self.redis for a in ("-s", s.url())]
+
+    def run_limited(self, limit, *args, program=("true",), env=None):
+        return self.run_redlock([*self.global_args, "run", "-k", "pool", "--limit", str(limit),
+                                 *args, "--", *program], env=env)
+
+    def holders(self, n, limit=3, ttl="30s"):
+        return [self.holder(["-k", "pool", "--limit", str(limit), "-t", ttl],
+                            global_args=self.global_args) for _ in range(n)]
+
+    def status(self):
+        r = self.run_redlock([*self.global_args, "status", "--json", "pool"])
+        self.assertStatus(r, 0)
+        return json.loads(r.stdout)["locks"][0]
+
+    def assertNothingLeft(self):
+        for server in self.redis:
+            keys = sorted(k.decode() if isinstance(k, bytes) else k
+                          for k in server.command("KEYS", "*pool*"))
+            self.assertTrue(all(k.endswith(":fence") for k in keys), keys)
+
+    def test_seven_contenders_never_more_than_three_at_once_and_all_run(self):
+        self.write_file("inside", "0\n")
+        self.write_file("most", "0\n")
+        self.write_file("lock", "")
+        procs = [self.start_redlock([*self.global_args, "run", "-k", "pool", "--limit", "3",
+                                     "-w", "60s", "--", "sh", "-c", LIMIT_PROGRAM, "sh",
+                                     self.tmp]) for _ in range(7)]
+        for p in procs:
+            self.assertEqual(p.wait(120), 0, p.stderr)
+        with open(self.path("runs")) as f:
+            self.assertEqual(len(f.read().splitlines()), 7)
+        with open(self.path("most")) as f:
+            self.assertLessEqual(int(f.read()), 3)
+        self.assertNothingLeft()
+
+    def test_three_hold_at_once_each_with_its_own_permit_and_a_fourth_waits(self):
+        holders = [h.wait_ready() for h in self.holders(3)]
+        self.assertStatus(self.run_limited(3, "-n"), 75)
+        view = self.status()
+        self.assertEqual(view["limit"], 3)
+        self.assertEqual(view["state"], "held")
+        held = {p["token"] for p in view["permits"] if p["state"] == "held"}
+        self.assertEqual(held, {h.token for h in holders})
+        text = self.run_redlock([*self.global_args, "status", "pool"]).stdout
+        self.assertIn("pool: 3 of 3 permits held (--limit 3)", text)
+        listed = self.run_redlock([*self.global_args, "list"]).stdout
+        self.assertIn("(3 of 3 permits)", listed)
+        # A fourth waits, and gets the permit the first one gives back.
+        waiter = self.start_redlock([*self.global_args, "run", "-k", "pool", "--limit", "3",
+                                     "-w", "30s", "--", "sh", "-c",
+                                     'printf "%s" "$REDLOCK_PERMIT" > "$1"', "sh",
+                                     self.path("permit")])
+        self.assertEqual(holders[0].release(), 0)
+        self.assertEqual(waiter.wait(30), 0, waiter.stderr)
+        with open(self.path("permit")) as f:
+            self.assertIn(f.read(), {"1", "2", "3"})
+        for h in holders[1:]:
+            self.assertEqual(h.release(), 0)
+        self.assertNothingLeft()
+
+    def test_a_killed_holders_permit_comes_back_within_its_ttl(self):
+        holders = [h.wait_ready() for h in self.holders(3, ttl="1s")]
+        os.kill(holders[0].proc.pid, 9)
+        self.kill_at_cleanup(holders[0].program_pid)
+        started = time.monotonic()
+        r = self.run_limited(3, "-w", "20s")
+        self.assertStatus(r, 0)
+        self.assertLess(time.monotonic() - started, 10 * SLACK)  # the TTL, not the wait
+        for h in holders[1:]:
+            self.assertEqual(h.release(), 0)
+        self.assertNothingLeft()
+
+    def test_runs_that_disagree_on_the_limit_are_refused(self):
+        holder = self.holders(1)[0].wait_ready()
+        for other in ("2", "5"):
+            with self.subTest(limit=other):
+                r = self.run_limited(other, "-n", program=("touch", self.path("ran")))
+                self.assertStatus(r, 64)
+                self.assertIn("it is held with --limit 3, and this run asked for --limit "
+                              f"{other}", r.stderr)
+                self.assertMessages(r.stderr)
+        self.assertFalse(os.path.exists(self.path("ran")))
+        self.assertEqual(holder.release(), 0)
+        # Once nobody holds it, another limit is fine.
+        self.assertStatus(self.run_limited(5, "-n"), 0)
+        self.assertNothingLeft()
+
+    def test_a_plain_lock_and_a_semaphore_of_one_name_exclude_each_other(self):
+        plain = self.holder(["-k", "pool"], global_args=self.global_args).wait_ready()
+        r = self.run_limited(3, "-n")
+        self.assertStatus(r, 75)
+        self.assertIn("lock 'pool' is held: none of its 3 permits is free", r.stderr)
+        self.assertEqual(plain.release(), 0)
+        holder = self.holders(1)[0].wait_ready()
+        r = self.run_redlock([*self.global_args, "run", "-k", "pool", "-n", "--", "true"])
+        self.assertStatus(r, 75)
+        self.assertEqual(holder.release(), 0)
+        self.assertNothingLeft()
+
+    def test_a_nested_run_uses_the_outer_permit(self):
+        inner = [REDLOCK_BIN, *self.global_args, "run", "-k", "pool", "--limit", "3", "-n",
+                 "--", "sh", "-c", 'echo "$REDLOCK_PERMIT $REDLOCK_FENCE" > "$0"',
+                 self.path("inner")]
+        holders = [h.wait_ready() for h in self.holders(2)]  # one permit left: the outer's
+        r = self.run_limited(3, program=("sh", "-c", '"$@"; echo "$REDLOCK_PERMIT '
+                                         '$REDLOCK_FENCE" > "$0"', self.path("outer"), *inner))
+        self.assertStatus(r, 0)
+        with open(self.path("inner")) as a, open(self.path("outer")) as b:
+            self.assertEqual(a.read(), b.read())
+        for h in holders:
+            self.assertEqual(h.release(), 0)
+
+    def test_bad_limits_are_usage_errors(self):
+        for args in (["--limit", "0"], ["--limit", "1001"], ["--limit", "x"],
+                     ["--limit", "3", "--fair"], ["--limit", "3", "--once-per", "1h"]):
+            with self.subTest(args=args):
+                r = self.run_redlock([*self.global_args, "run", "-k", "pool", *args, "--",
+                                      "true"])
+                self.assertStatus(r, 64)
+                self.assertMessages(r.stderr)
+
+    def test_a_limit_of_one_is_the_plain_lock(self):
+        plain = self.holder(["-k", "pool"], global_args=self.global_args).wait_ready()
+        r = self.run_limited(1, "-n")
+        self.assertStatus(r, 75)
+        self.assertIn("lock 'pool' is held by another owner", r.stderr)
+        self.assertEqual(plain.release(), 0)
+
+
+class LimitFiveServersTest(LimitTest):
+    servers = 5
+
+    def test_a_minority_down_changes_nothing(self):
+        self.redis[0].kill()
+        self.redis[1].freeze()
+        self.addCleanup(self.redis[1].thaw)
+        holders = [h.wait_ready() for h in self.holders(3)]
+        self.assertStatus(self.run_limited(3, "-n"), 75)
+        for h in holders:
+            self.assertEqual(h.release(), 0)
 
 
 if __name__ == "__main__":

@@ -32,6 +32,12 @@ TEST_CASE("each script's sha1 constant is the one the server computes for its so
     CHECK(load(server, k_inspect_script) == k_inspect_script.sha1);
     CHECK(load(server, k_remove_wrong_type_script) == k_remove_wrong_type_script.sha1);
     CHECK(load(server, k_fair_leave_script) == redlock::lock::k_fair_leave_script.sha1);
+    CHECK(load(server, redlock::lock::k_acquire_permit_script) ==
+          redlock::lock::k_acquire_permit_script.sha1);
+    CHECK(load(server, redlock::lock::k_renew_permit_script) ==
+          redlock::lock::k_renew_permit_script.sha1);
+    CHECK(load(server, redlock::lock::k_release_permit_script) ==
+          redlock::lock::k_release_permit_script.sha1);
     CHECK(load(server, redlock::lock::k_claim_slot_script) ==
           redlock::lock::k_claim_slot_script.sha1);
     CHECK(load(server, redlock::lock::k_finish_slot_script) ==
@@ -273,4 +279,84 @@ TEST_CASE("a fence counter that is not a number is an error, never read as zero"
     CHECK(eval(server, k_acquire_script, {"t1", "60000"}).find("is not a number") !=
           std::string::npos);
     CHECK(server.command({"EXISTS", "lock:x"}) == "0");
+}
+
+namespace {
+// A --limit script on permit `permit` of lock:x.
+std::string permit_call(const RedisServer& server, const Script& script, int permit,
+                        std::vector<std::string> args) {
+    const auto base = "{lock:x}:permit:" + std::to_string(permit);
+    std::vector<std::string> argv{"EVAL",
+                                  std::string(script.source),
+                                  "5",
+                                  base,
+                                  base + ":meta",
+                                  base + ":fence",
+                                  "lock:x",
+                                  "{lock:x}:limit"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return server.command(argv);
+}
+std::string take(const RedisServer& server, int permit, const std::string& token,
+                 const std::string& limit = "3", const std::string& single = "1") {
+    return permit_call(server, redlock::lock::k_acquire_permit_script, permit,
+                       {token, "60000", limit, single, "host", "h"});
+}
+} // namespace
+
+TEST_CASE("a permit is one lock of its own, and the name's set tracks its holders") {
+    RedisServer server;
+    CHECK(take(server, 1, "a") == "1"); // single server: the permit's own fence
+    CHECK(take(server, 2, "b") == "1");
+    CHECK(held_with_pttl_near(take(server, 1, "c"), 60000));
+    CHECK(server.command({"TYPE", "lock:x"}) == "zset");
+    CHECK(server.command({"ZRANGE", "lock:x", "0", "-1"}) == "[a, b]");
+    CHECK(server.command({"GET", "{lock:x}:limit"}) == "3");
+    CHECK(server.command({"HGET", "{lock:x}:permit:1:meta", "fence"}) == "1");
+    auto pttl = std::stoll(server.command({"PTTL", "lock:x"}));
+    CHECK(pttl > 50000);
+    CHECK(pttl <= 60000);
+    // Round 1 over several servers: the counter plus one, nothing written to it.
+    CHECK(take(server, 3, "d", "3", "0") == "1");
+    CHECK(server.command({"EXISTS", "{lock:x}:permit:3:fence"}) == "0");
+    // A plain lock's SET NX finds the name taken.
+    CHECK(server.command({"SET", "lock:x", "plain", "NX", "PX", "1000"}) == "(nil)");
+}
+
+TEST_CASE("holders with another limit refuse a permit, until none is left") {
+    RedisServer server;
+    REQUIRE(take(server, 1, "a") == "1");
+    CHECK(take(server, 2, "b", "5") == "(error) LIMIT 3");
+    CHECK(take(server, 2, "b", "2") == "(error) LIMIT 3");
+    // An expired holder (its lease over by the server's clock) is dropped, and counts no more.
+    server.command({"ZADD", "lock:x", "1", "a"});
+    CHECK(take(server, 2, "b", "5") == "1");
+    CHECK(server.command({"ZRANGE", "lock:x", "0", "-1"}) == "[b]");
+    CHECK(server.command({"GET", "{lock:x}:limit"}) == "5");
+}
+
+TEST_CASE("a permit is not given while a plain lock holds the name") {
+    RedisServer server;
+    server.command({"SET", "lock:x", "plain", "PX", "60000"});
+    CHECK(held_with_pttl_near(take(server, 1, "a"), 60000));
+    CHECK(server.command({"EXISTS", "{lock:x}:permit:1"}) == "0");
+}
+
+TEST_CASE("renewing and releasing a permit keep the name's set in step") {
+    RedisServer server;
+    REQUIRE(take(server, 1, "a") == "1");
+    REQUIRE(take(server, 2, "b") == "1");
+    using redlock::lock::k_release_permit_script;
+    using redlock::lock::k_renew_permit_script;
+    CHECK(permit_call(server, k_renew_permit_script, 1, {"other", "90000"}) == "0");
+    CHECK(permit_call(server, k_renew_permit_script, 1, {"a", "90000"}) == "1");
+    CHECK(std::stoll(server.command({"PTTL", "lock:x"})) > 60000);
+    CHECK(std::stoll(server.command({"PTTL", "{lock:x}:limit"})) > 60000);
+    CHECK(permit_call(server, k_release_permit_script, 1, {"other"}) == "0");
+    CHECK(permit_call(server, k_release_permit_script, 1, {"a"}) == "1");
+    CHECK(server.command({"ZRANGE", "lock:x", "0", "-1"}) == "[b]");
+    // The set follows its longest lease left: b's, no longer a's renewed one.
+    CHECK(std::stoll(server.command({"PTTL", "lock:x"})) <= 60000);
+    CHECK(permit_call(server, k_release_permit_script, 2, {"b", "{lock:x}:released"}) == "1");
+    CHECK(server.command({"EXISTS", "lock:x", "{lock:x}:limit"}) == "0");
 }
