@@ -314,6 +314,11 @@ util::Expected<RunOptions> make_run_options(const RunArgs& args, const config::C
     auto min_validity = optional_duration(args.min_validity);
     if (!min_validity)
         return std::unexpected(min_validity.error());
+    const bool validity_from_config = !*min_validity && cfg.min_validity;
+    if (validity_from_config)
+        *min_validity = cfg.min_validity;
+    if (*min_validity && **min_validity == std::chrono::milliseconds(0))
+        *min_validity = std::nullopt; // 0: no minimum (overrides the config's)
     if (*min_validity) {
         // The most validity an acquisition can leave: the TTL less the drift allowance.
         auto most = std::chrono::floor<std::chrono::milliseconds>(
@@ -321,10 +326,14 @@ util::Expected<RunOptions> make_run_options(const RunArgs& args, const config::C
         if (**min_validity >= most)
             return util::fail(util::ErrorKind::usage,
                               util::format("--min-validity must be less than the {} of "
-                                           "validity a {} ttl can leave (got {})",
+                                           "validity a {} ttl can leave (got {}{})",
                                            util::format_duration(most),
                                            util::format_duration(options.ttl),
-                                           util::format_duration(**min_validity)));
+                                           util::format_duration(**min_validity),
+                                           validity_from_config
+                                               ? util::format(", min_validity in {}",
+                                                              cfg.source.string())
+                                               : std::string()));
     }
     options.min_validity = *min_validity;
     auto min_hold = optional_duration(args.min_hold);

@@ -33,7 +33,8 @@ constexpr size_t k_max_password_file = size_t{64} * 1024;
 
 using namespace std::string_view_literals;
 constexpr std::array k_top_level_keys = {
-    "key_prefix"sv, "ttl"sv, "wait"sv, "connect_timeout"sv, "command_timeout"sv, "servers"sv};
+    "key_prefix"sv,      "ttl"sv,     "wait"sv, "min_validity"sv, "connect_timeout"sv,
+    "command_timeout"sv, "servers"sv};
 constexpr std::array k_server_keys = {"url"sv,           "username"sv,        "password_env"sv,
                                       "password_file"sv, "connect_timeout"sv, "command_timeout"sv};
 
@@ -349,6 +350,8 @@ class Parser {
                 ok = parse_ttl(*node, config.ttl);
             else if (name == "wait")
                 ok = parse_duration_into(name, *node, config.wait);
+            else if (name == "min_validity")
+                ok = parse_duration_into(name, *node, config.min_validity);
             else if (name == "connect_timeout")
                 ok = parse_timeout(name, *node, config.connect_timeout);
             else if (name == "command_timeout")

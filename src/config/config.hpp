@@ -31,6 +31,7 @@ struct Config {
     std::string key_prefix = "lock:";
     Millis ttl{30000};            // lease length for run/acquire
     std::optional<Millis> wait;   // default --wait; nullopt waits forever
+    std::optional<Millis> min_validity; // default --min-validity of run
     Millis connect_timeout{1000}; // default for servers (also those given with -s)
     Millis command_timeout{1000};
     std::vector<ServerConfig> servers; // never empty after load

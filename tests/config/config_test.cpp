@@ -138,6 +138,7 @@ TEST_CASE("an empty config gives the defaults and one local server") {
     CHECK(config.key_prefix == "lock:");
     CHECK(config.ttl == Millis{30'000});
     CHECK_FALSE(config.wait);
+    CHECK_FALSE(config.min_validity);
     CHECK(config.connect_timeout == Millis{1'000});
     CHECK(config.command_timeout == Millis{1'000});
     CHECK(config.source == "config.toml");
@@ -152,9 +153,11 @@ TEST_CASE("every top-level key is read") {
 key_prefix = "app:locks:"
 ttl = "10s"
 wait = "1.5m"
+min_validity = "2s"
 connect_timeout = "250ms"
 command_timeout = 2
 )");
+    CHECK(config.min_validity == Millis{2'000});
     CHECK(config.key_prefix == "app:locks:");
     CHECK(config.ttl == Millis{10'000});
     CHECK(config.wait == Millis{90'000});

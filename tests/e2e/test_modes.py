@@ -96,6 +96,23 @@ class MinValidityTest(E2ETest):
                               "--min-validity", "5s", "--", "sh", "-c", "exit 4"])
         self.assertStatus(r, 4)
 
+    def test_the_configs_min_validity_is_the_default_and_0_turns_it_off(self):
+        proxy = self.delay_proxy(self.server, 0.15)
+        config = self.write_file("config.toml", 'min_validity = "900ms"\n')
+        marker = self.path("ran")
+        args = ["-c", config, "-s", proxy.url(), "run", "-k", "mv", "-t", "1s", "-n"]
+        r = self.run_redlock([*args, "--", "touch", marker], timeout=30)
+        self.assertStatus(r, 75)
+        self.assertFalse(os.path.exists(marker))
+        r = self.run_redlock([*args, "--min-validity", "0", "--", "touch", marker], timeout=30)
+        self.assertStatus(r, 0)
+        self.assertTrue(os.path.exists(marker))
+        # One the ttl cannot give names the file it came from.
+        r = self.run_redlock(["-c", config, "-s", self.server.url(), "run", "-k", "mv", "-t",
+                              "500ms", "--", "true"])
+        self.assertStatus(r, 64)
+        self.assertIn(f"min_validity in {config}", r.stderr)
+
     def test_a_min_validity_the_ttl_cannot_give_is_a_usage_error(self):
         for args in (["-t", "1s", "--min-validity", "1s"], ["--min-validity", "30s"],
                      ["--min-validity", "soon"]):
