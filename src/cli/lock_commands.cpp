@@ -148,11 +148,39 @@ int not_held_with_token(std::string_view name) {
     return util::exit_code::conflict;
 }
 
+// A token of a semaphore's permit (--limit): the name's key is then the set of permit
+// holders, which the plain scripts find of the wrong type. Points `lock` at the permit the
+// token holds on some server (at the first one if it holds none: then it is simply not
+// held) and returns true; false if the name is no semaphore.
+bool find_permit(lock::Lock& lock, const std::vector<lock::ServerResult>& round,
+                 const std::string& prefix, const std::string& name, const std::string& token) {
+    if (std::ranges::none_of(round, [](const lock::ServerResult& s) {
+            return s.detail.find("WRONGTYPE") != std::string::npos;
+        }))
+        return false;
+    auto view = lock::inspect(lock.connections(), prefix, name);
+    for (size_t i = 0; i < view.permits.size(); ++i)
+        for (const auto& s : view.permits[i].servers)
+            if (s.token == token) {
+                lock.set_limit(view.limit);
+                lock.use_permit(i + 1);
+                return true;
+            }
+    if (view.limit == 0)
+        return false;
+    lock.set_limit(view.limit);
+    return true;
+}
+
 } // namespace
 
 int extend_command(const ExtendOptions& options, const config::Config& config) {
     auto lock = make_lock(config, options.name, options.token, options.ttl);
-    switch (lock.extend(options.ttl)) {
+    auto status = lock.extend(options.ttl);
+    if (status != lock::RenewStatus::renewed &&
+        find_permit(lock, lock.last_round(), config.key_prefix, options.name, options.token))
+        status = lock.extend(options.ttl);
+    switch (status) {
     case lock::RenewStatus::renewed:
         log::verbose("extended '{}' to {}: {}", options.name, human_duration(options.ttl),
                      lock::describe_round(lock.last_round()));
@@ -175,6 +203,8 @@ int release_command(const ReleaseOptions& options, const config::Config& config)
     if (!options.force) {
         auto lock = make_lock(config, options.name, options.token, config.ttl);
         auto results = lock.release();
+        if (find_permit(lock, results, config.key_prefix, options.name, options.token))
+            results = lock.release();
         auto c = count_round(results);
         // Deleted wherever our token was found is success: elsewhere the key expires by its
         // ttl, a retry would reach those servers no sooner, and 69 would say the opposite.

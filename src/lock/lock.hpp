@@ -99,6 +99,8 @@ class Lock {
     // (lock/scripts.hpp, k_acquire_permit_script). Every acquire() then tries the permits,
     // from a random one on, and takes the first it can; key() is then that permit's.
     void set_limit(size_t permits);
+    // Makes key() permit 1..N's (extend and release of a permit's holder).
+    void use_permit(size_t permit);
     [[nodiscard]] size_t limit() const { return m_limit; }
     // The permit held (1..N) after acquiring with a limit; 0 without one.
     [[nodiscard]] size_t permit() const { return m_permit; }
@@ -185,7 +187,6 @@ class Lock {
   private:
     // One attempt on the current key (the lock's, or one permit's).
     [[nodiscard]] util::Expected<AcquireResult> acquire_key(int interrupt_fd);
-    void use_permit(size_t permit); // the keys of permit 1..N
     // The keys every script of this lock takes: the lock, its metadata and fence counter,
     // and for a permit the name's lock key and limit.
     [[nodiscard]] std::vector<std::string> script_keys() const;

@@ -519,6 +519,21 @@ class LimitTest(E2ETest):
         for h in holders:
             self.assertEqual(h.release(), 0)
 
+    def test_extend_and_release_find_the_permit_of_a_token(self):
+        holder = self.holders(1)[0].wait_ready()
+        token = holder.token
+        r = self.run_redlock([*self.global_args, "extend", "pool", "-t", "5m", "--token", token])
+        self.assertStatus(r, 0)
+        ttls = [p["ttl_ms"] for p in self.status()["permits"] if p["token"] == token]
+        self.assertEqual(len(ttls), 1)
+        self.assertGreater(ttls[0], 60_000)
+        r = self.run_redlock([*self.global_args, "release", "pool", "--token", "f" * 32])
+        self.assertStatus(r, 75)
+        r = self.run_redlock([*self.global_args, "release", "pool", "--token", token])
+        self.assertStatus(r, 0)
+        self.assertEqual(self.status()["state"], "free")
+        self.assertEqual(holder.release(), 0)  # done before its next renewal could notice
+
     def test_bad_limits_are_usage_errors(self):
         for args in (["--limit", "0"], ["--limit", "1001"], ["--limit", "x"],
                      ["--limit", "3", "--fair"], ["--limit", "3", "--once-per", "1h"]):
