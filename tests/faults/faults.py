@@ -848,11 +848,17 @@ class Nemesis:
         size = self.rng.randint(self.w.majority, n) if majority else self.rng.randint(1, minority)
         return sorted(self.rng.sample(range(n), size))
 
-    def target_run(self):
-        """The holder (70%) or the current run of a random client."""
-        prefer_holder = self.rng.random() < 0.7
+    def target_run(self, need_holder=False):
+        """The holder (70%, or always with need_holder: waiting up to 1 s for one) or the
+        current run of a random client."""
+        prefer_holder = self.rng.random() < 0.7 or need_holder
         idx = self.rng.randrange(len(self.clients))
         run = self.w.holder() if prefer_holder else None
+        deadline = time.monotonic() + 1.0
+        while need_holder and (run is None or program_of(run) is None) \
+                and time.monotonic() < deadline:
+            time.sleep(0.005)
+            run = self.w.holder()
         if run is None:
             run = self.clients[idx].current
         return run
@@ -906,7 +912,7 @@ class Nemesis:
                 w.servers[i].freeze()
             return f"servers {idx}", lambda: [w.servers[i].thaw() for i in idx]
         if kind in ("stop-redlock", "stop-redlock+program"):
-            run = self.target_run()
+            run = self.target_run(need_holder=kind == "stop-redlock+program")
             if run is None or run.popen is None or run.popen.poll() is not None:
                 return None
             pids = [run.pid]
