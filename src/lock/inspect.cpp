@@ -257,8 +257,9 @@ std::optional<long long> read_limit(std::span<redis::Connection> conns, const st
         const auto& outcome = c.outcome();
         if (!outcome || !outcome->reply || outcome->reply->type != REDIS_REPLY_STRING)
             continue;
+        const std::string text(redis::text(*outcome->reply));
         char* end = nullptr;
-        long long n = std::strtoll(std::string(redis::text(*outcome->reply)).c_str(), &end, 10);
+        long long n = std::strtoll(text.c_str(), &end, 10);
         if (*end == '\0' && n > 1 && n <= 1000)
             limit = std::max(limit.value_or(0), n);
     }
