@@ -94,6 +94,9 @@ else()
   endif()
   list(JOIN redlock_depends ", " CPACK_DEBIAN_PACKAGE_DEPENDS)
 endif()
+# libssl3 is loaded only for rediss:// servers (dlopen: src/redis/tls.hpp), so
+# dpkg-shlibdeps cannot see it; without it everything but TLS works.
+set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "libssl3")
 
 # `cpack --config CPackSourceConfig.cmake`: a source tarball without build trees.
 set(CPACK_SOURCE_GENERATOR TGZ)

@@ -13,9 +13,9 @@ set -euo pipefail
 packages=(
     # build
     g++ cmake make pkg-config
-    libcli11-dev libhiredis-dev libtomlplusplus-dev doctest-dev
+    libcli11-dev libhiredis-dev libtomlplusplus-dev doctest-dev libssl-dev
     # test
-    redis-server python3 util-linux procps clang-format spin faketime
+    redis-server python3 util-linux procps clang-format spin faketime openssl
     # bench
     hyperfine valgrind time strace
     # packaging tests

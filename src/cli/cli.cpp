@@ -15,6 +15,7 @@
 #include "config/config.hpp"
 #include "lock/lock.hpp"
 #include "lock/name.hpp"
+#include "redis/tls.hpp"
 #include "util/duration.hpp"
 #include "util/error.hpp"
 #include "util/fd.hpp"
@@ -50,9 +51,12 @@ struct RunArgs {
     std::vector<std::string> program;
 };
 
+// TLS is built in; whether it can be used depends on libssl.so.3 being installed.
 std::string version_text() {
-    return util::format("redlock {} (hiredis {}.{}.{}, TLS: no)\n", util::k_version, HIREDIS_MAJOR,
-                        HIREDIS_MINOR, HIREDIS_PATCH);
+    auto tls = redis::tls::library_version();
+    return util::format("redlock {} (hiredis {}.{}.{}, TLS: {})\n", util::k_version, HIREDIS_MAJOR,
+                        HIREDIS_MINOR, HIREDIS_PATCH,
+                        tls ? *tls : "built in, but " + tls.error().message);
 }
 
 // A password given in a -s URL would show in `ps` for as long as redlock runs; replace it
@@ -167,9 +171,13 @@ util::Expected<config::Config> load(const GlobalOptions& global) {
             if (!parsed)
                 return std::unexpected(parsed.error());
             cfg->servers.push_back(config::ServerConfig{
-                std::move(*parsed), cfg->connect_timeout, cfg->command_timeout, {}});
+                std::move(*parsed), cfg->connect_timeout, cfg->command_timeout, {}, cfg->tls});
         }
     }
+    for (const auto& s : cfg->servers)
+        if (s.url.tls && !s.tls.verify)
+            log::verbose("{}: tls_verify is false: the server's certificate is not checked",
+                         s.url.display());
     // The same server twice would count twice towards the quorum (and, as both copies
     // answer for one key, a lock could never be taken): refuse it, however it is written
     // ([::1] and [0:0:0:0:0:0:0:1], localhost and 127.0.0.1, a path with .. or a symlink).
@@ -324,16 +332,15 @@ util::Expected<RunOptions> make_run_options(const RunArgs& args, const config::C
         auto most = std::chrono::floor<std::chrono::milliseconds>(
             lock::validity_end(lock::Clock::time_point{}, options.ttl) - lock::Clock::time_point{});
         if (**min_validity >= most)
-            return util::fail(util::ErrorKind::usage,
-                              util::format("--min-validity must be less than the {} of "
-                                           "validity a {} ttl can leave (got {}{})",
-                                           util::format_duration(most),
-                                           util::format_duration(options.ttl),
-                                           util::format_duration(**min_validity),
-                                           validity_from_config
-                                               ? util::format(", min_validity in {}",
-                                                              cfg.source.string())
-                                               : std::string()));
+            return util::fail(
+                util::ErrorKind::usage,
+                util::format("--min-validity must be less than the {} of "
+                             "validity a {} ttl can leave (got {}{})",
+                             util::format_duration(most), util::format_duration(options.ttl),
+                             util::format_duration(**min_validity),
+                             validity_from_config
+                                 ? util::format(", min_validity in {}", cfg.source.string())
+                                 : std::string()));
     }
     options.min_validity = *min_validity;
     auto min_hold = optional_duration(args.min_hold);

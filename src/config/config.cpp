@@ -33,10 +33,20 @@ constexpr size_t k_max_password_file = size_t{64} * 1024;
 
 using namespace std::string_view_literals;
 constexpr std::array k_top_level_keys = {
-    "key_prefix"sv,      "ttl"sv,     "wait"sv, "min_validity"sv, "connect_timeout"sv,
-    "command_timeout"sv, "servers"sv};
-constexpr std::array k_server_keys = {"url"sv,           "username"sv,        "password_env"sv,
-                                      "password_file"sv, "connect_timeout"sv, "command_timeout"sv};
+    "key_prefix"sv,      "ttl"sv,         "wait"sv,          "min_validity"sv, "connect_timeout"sv,
+    "command_timeout"sv, "tls_ca_file"sv, "tls_cert_file"sv, "tls_key_file"sv, "tls_server_name"sv,
+    "tls_verify"sv,      "servers"sv};
+constexpr std::array k_server_keys = {"url"sv,
+                                      "username"sv,
+                                      "password_env"sv,
+                                      "password_file"sv,
+                                      "connect_timeout"sv,
+                                      "command_timeout"sv,
+                                      "tls_ca_file"sv,
+                                      "tls_cert_file"sv,
+                                      "tls_key_file"sv,
+                                      "tls_server_name"sv,
+                                      "tls_verify"sv};
 
 bool contains(std::span<const std::string_view> keys, std::string_view key) {
     return std::ranges::find(keys, key) != keys.end();
@@ -187,11 +197,14 @@ bool readable_by_others(mode_t mode) {
 
 ServerConfig default_server(const Config& config) {
     auto url = parse_server_url(k_default_server);
-    return ServerConfig{std::move(*url), config.connect_timeout, config.command_timeout, {}};
+    return ServerConfig{
+        std::move(*url), config.connect_timeout, config.command_timeout, {}, config.tls};
 }
 
 struct PendingServer {
     ServerUrl url;
+    // tls_* keys given in the table, applied over the top-level ones.
+    std::vector<std::pair<std::string, const toml::node*>> tls;
     std::optional<Millis> connect_timeout;
     std::optional<Millis> command_timeout;
     std::string where;
@@ -356,6 +369,8 @@ class Parser {
                 ok = parse_timeout(name, *node, config.connect_timeout);
             else if (name == "command_timeout")
                 ok = parse_timeout(name, *node, config.command_timeout);
+            else if (name.starts_with("tls_") && contains(k_top_level_keys, name))
+                ok = parse_tls_key(name, *node, config.tls);
             else if (name == "servers")
                 ok = parse_servers(*node, servers);
             else
@@ -364,11 +379,16 @@ class Parser {
                 return std::unexpected(ok.error());
         }
 
-        for (auto& pending : servers)
+        for (auto& pending : servers) {
+            TlsConfig tls = config.tls;
+            for (const auto& [name, node] : pending.tls)
+                if (auto ok = parse_tls_key(name, *node, tls); !ok)
+                    return std::unexpected(ok.error());
             config.servers.push_back(ServerConfig{
                 std::move(pending.url), pending.connect_timeout.value_or(config.connect_timeout),
-                pending.command_timeout.value_or(config.command_timeout),
-                std::move(pending.where)});
+                pending.command_timeout.value_or(config.command_timeout), std::move(pending.where),
+                std::move(tls)});
+        }
         if (config.servers.empty())
             config.servers.push_back(default_server(config));
         return config;
@@ -494,6 +514,40 @@ class Parser {
         return {};
     }
 
+    // tls_verify is a boolean; the others name a file (relative to the config's directory)
+    // or, tls_server_name, the name the server's certificate must have.
+    util::Expected<void> parse_tls_key(std::string_view name, const toml::node& node,
+                                       TlsConfig& tls) const {
+        if (name == "tls_verify") {
+            if (const auto* value = node.as_boolean()) {
+                tls.verify = value->get();
+                return {};
+            }
+            return error(
+                node, util::format("'tls_verify' must be true or false, not {}", type_name(node)));
+        }
+        auto value = get_string(name, node);
+        if (!value)
+            return std::unexpected(value.error());
+        if (value->empty())
+            return error(node, util::format("'{}' must not be empty", name));
+        if (name == "tls_server_name") {
+            tls.server_name = std::move(*value);
+            return {};
+        }
+        std::filesystem::path path(*value);
+        if (path.is_relative())
+            path = m_source.parent_path() / path;
+        // Found missing now rather than at the first connection, as a config error.
+        if (::access(path.c_str(), R_OK) != 0)
+            return error(node, util::format("cannot read {} '{}': {}", name, path.string(),
+                                            errno_text(errno)));
+        (name == "tls_ca_file"     ? tls.ca_file
+         : name == "tls_cert_file" ? tls.cert_file
+                                   : tls.key_file) = path.string();
+        return {};
+    }
+
     util::Expected<void> parse_servers(const toml::node& node, std::vector<PendingServer>& out) {
         const auto* array = node.as_array();
         if (array == nullptr) {
@@ -540,6 +594,8 @@ class Parser {
                 ok = parse_timeout(name, *node, server.connect_timeout);
             } else if (name == "command_timeout") {
                 ok = parse_timeout(name, *node, server.command_timeout);
+            } else if (name.starts_with("tls_") && contains(k_server_keys, name)) {
+                server.tls.emplace_back(std::string(name), node);
             } else {
                 ok = unknown_key(*key, k_server_keys, true);
             }

@@ -20,18 +20,29 @@ using Millis = std::chrono::milliseconds;
 // none of 40 at 50ms even with 8 busy loops on 2 cores; 100ms keeps twice that margin.
 inline constexpr Millis k_min_ttl{100};
 
+// TLS settings of a rediss:// server (keys tls_*, at top level or per server).
+struct TlsConfig {
+    std::string ca_file;     // empty: the system CA store
+    std::string cert_file;   // a client certificate (PEM), with its key in key_file
+    std::string key_file;    // empty: in cert_file
+    std::string server_name; // SNI and the name to verify; empty: the URL's host
+    bool verify = true;
+};
+
 struct ServerConfig {
     ServerUrl url;
     Millis connect_timeout{1000};
     Millis command_timeout{1000};
     std::string where; // "LINE:COL" of its url in the config file; empty for -s
+    TlsConfig tls;
 };
 
 struct Config {
     std::string key_prefix = "lock:";
-    Millis ttl{30000};            // lease length for run/acquire
-    std::optional<Millis> wait;   // default --wait; nullopt waits forever
+    Millis ttl{30000};                  // lease length for run/acquire
+    std::optional<Millis> wait;         // default --wait; nullopt waits forever
     std::optional<Millis> min_validity; // default --min-validity of run
+    TlsConfig tls;                // top-level tls_* keys: the defaults of every rediss:// server
     Millis connect_timeout{1000}; // default for servers (also those given with -s)
     Millis command_timeout{1000};
     std::vector<ServerConfig> servers; // never empty after load

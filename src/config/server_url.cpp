@@ -63,14 +63,14 @@ class UrlParser {
         const auto parts = split_scheme(m_url);
         if (!parts)
             return error("expected redis://host[:port][/db] or unix:///path/to/redis.sock");
-        if (parts->scheme == "rediss")
-            return error("rediss:// (TLS) is not supported yet");
-        if (parts->scheme != "redis" && parts->scheme != "unix")
-            return error(util::format("unsupported scheme '{}' (expected redis:// or unix://)",
-                                      parts->scheme));
+        if (parts->scheme != "redis" && parts->scheme != "rediss" && parts->scheme != "unix")
+            return error(
+                util::format("unsupported scheme '{}' (expected redis://, rediss:// or unix://)",
+                             parts->scheme));
 
         std::string_view rest = parts->rest;
         ServerUrl result;
+        result.tls = parts->scheme == "rediss";
         if (const auto at = find_userinfo_end(*parts)) {
             if (auto ok = parse_userinfo(rest.substr(0, *at), result); !ok)
                 return std::unexpected(ok.error());

@@ -1,8 +1,8 @@
 #pragma once
 // A Redis server address as users write it:
 //   redis://[[user]:password@]host[:port][/db]     (host may be [ipv6])
+//   rediss://...                                    (the same, over TLS)
 //   unix:///path/redis.sock[?db=N]
-// rediss:// is recognised and refused with a clear message until TLS lands.
 
 #include <optional>
 #include <string>
@@ -20,6 +20,7 @@ struct ServerUrl {
     int db = 0;
     std::optional<std::string> username;
     std::optional<std::string> password;
+    bool tls = false; // rediss://
 
     [[nodiscard]] bool is_unix() const { return !socket_path.empty(); }
     // "127.0.0.1:6379", "[::1]:6379" or "unix:/run/redis.sock", with "/db" (TCP) or "?db=N"

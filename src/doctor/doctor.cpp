@@ -298,9 +298,27 @@ std::vector<ServerReport> examine(std::span<Connection> conns, std::chrono::mill
         }
     }
 
-    for (auto& r : reports)
-        if (r.reachable)
-            judge(r, ttl);
+    for (size_t i = 0; i < reports.size(); ++i) {
+        auto& r = reports[i];
+        if (!r.reachable)
+            continue;
+        judge(r, ttl);
+        // How the connection is protected: TLS verified, TLS unverified, or none.
+        const auto& server = conns[i].server();
+        if (!server.url.tls)
+            r.checks.push_back(
+                {"tls", Level::ok, server.url.is_unix() ? "unix socket" : "plain TCP (redis://)"});
+        else if (!server.tls.verify)
+            r.checks.push_back({"tls", Level::note,
+                                "TLS without verification (tls_verify = false): anyone on the "
+                                "path can pose as this server"});
+        else
+            r.checks.push_back(
+                {"tls", Level::ok,
+                 util::format("TLS, certificate verified for '{}'", server.tls.server_name.empty()
+                                                                        ? server.url.host
+                                                                        : server.tls.server_name)});
+    }
     return reports;
 }
 

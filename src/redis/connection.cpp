@@ -113,7 +113,7 @@ void Connection::start(std::string command, std::string noscript_fallback, Clock
         // An idle connection has nothing to say; if it is readable, the server closed it
         // (restart, idle timeout) or sent junk: start afresh rather than fail this round.
         pollfd p{m_fd.get(), POLLIN, 0};
-        if (::poll(&p, 1, 0) != 0)
+        if (::poll(&p, 1, 0) != 0 && !idle_still_usable())
             drop();
     }
     if (m_fd) {
@@ -160,8 +160,12 @@ void Connection::connect_next_address(Clock::time_point now) {
         m_reader.reset(redisReaderCreate());
         m_connecting = (rc != 0);
         m_deadline = now + m_server.connect_timeout + m_server.command_timeout;
-        if (!m_connecting)
-            flush(now);
+        if (!m_connecting) {
+            if (m_server.url.tls)
+                start_tls(now);
+            else
+                flush(now);
+        }
         return;
     }
     fail(FailureKind::connect, errno_text(last_error ? last_error : ECONNREFUSED), now);
@@ -170,10 +174,51 @@ void Connection::connect_next_address(Clock::time_point now) {
 short Connection::poll_events() const {
     if (m_connecting)
         return POLLOUT;
-    short events = POLLIN;
+    if (m_tls_handshake)
+        return m_tls_wants;
+    short events = static_cast<short>(POLLIN | m_tls_wants);
     if (m_out_offset < m_out.size())
         events |= POLLOUT;
     return events;
+}
+
+void Connection::start_tls(Clock::time_point now) {
+    auto session = tls::Session::open(m_fd.get(), m_server.tls, m_server.url.host);
+    if (!session) {
+        fail(FailureKind::tls, session.error().message, now);
+        return;
+    }
+    m_tls = std::move(*session);
+    m_tls_handshake = true;
+    continue_tls_handshake(now);
+}
+
+void Connection::continue_tls_handshake(Clock::time_point now) {
+    switch (m_tls->handshake()) {
+    case tls::Session::Status::done:
+        m_tls_handshake = false;
+        m_tls_wants = 0;
+        flush(now);
+        return;
+    case tls::Session::Status::want_read:
+        m_tls_wants = POLLIN;
+        return;
+    case tls::Session::Status::want_write:
+        m_tls_wants = POLLOUT;
+        return;
+    case tls::Session::Status::closed:
+    case tls::Session::Status::failed:
+        fail(FailureKind::tls, m_tls->error(), now);
+        return;
+    }
+}
+
+bool Connection::idle_still_usable() {
+    if (!m_tls)
+        return false;
+    std::array<char, 512> buffer{};
+    size_t n = 0;
+    return m_tls->read(buffer.data(), buffer.size(), n) == tls::Session::Status::want_read;
 }
 
 void Connection::on_events(short revents, Clock::time_point now) {
@@ -197,16 +242,42 @@ void Connection::on_events(short revents, Clock::time_point now) {
         }
         m_connecting = false;
         m_deadline = now + m_server.command_timeout;
-        flush(now);
+        if (m_server.url.tls)
+            start_tls(now);
+        else
+            flush(now);
         return;
     }
-    if (revents & POLLOUT)
+    if (m_tls_handshake) {
+        if (revents & (POLLIN | POLLOUT | POLLHUP | POLLERR))
+            continue_tls_handshake(now);
+        return;
+    }
+    // A TLS read may wait to write, and a write to read: either event retries both.
+    if (revents & POLLOUT || (m_tls && revents & POLLIN))
         flush(now);
-    if (m_busy && (revents & (POLLIN | POLLHUP | POLLERR)))
+    if (m_busy && (revents & (POLLIN | POLLHUP | POLLERR) || (m_tls && revents & POLLOUT)))
         receive(now);
 }
 
 void Connection::flush(Clock::time_point now) {
+    while (m_tls && m_out_offset < m_out.size()) {
+        size_t n = 0;
+        switch (m_tls->write(m_out.data() + m_out_offset, m_out.size() - m_out_offset, n)) {
+        case tls::Session::Status::done:
+            m_out_offset += n;
+            continue;
+        case tls::Session::Status::want_read:
+        case tls::Session::Status::want_write:
+            return; // poll_events asks for both while output is pending
+        case tls::Session::Status::closed:
+            fail(FailureKind::closed, m_tls->error() + client_certificate_hint(), now);
+            return;
+        case tls::Session::Status::failed:
+            fail(FailureKind::io, m_tls->error() + client_certificate_hint(), now);
+            return;
+        }
+    }
     while (m_out_offset < m_out.size()) {
         ssize_t n = ::send(m_fd.get(), m_out.data() + m_out_offset, m_out.size() - m_out_offset,
                            MSG_NOSIGNAL);
@@ -226,18 +297,41 @@ void Connection::flush(Clock::time_point now) {
 
 void Connection::receive(Clock::time_point now) {
     std::array<char, 16384> buffer{};
+    // Over TLS, until the session has nothing more (a record may hold more than was asked
+    // for, and poll() cannot see what OpenSSL already read).
+    while (m_tls) {
+        size_t n = 0;
+        auto status = m_tls->read(buffer.data(), buffer.size(), n);
+        m_tls_wants = status == tls::Session::Status::want_write ? POLLOUT : 0;
+        if (status == tls::Session::Status::want_read || status == tls::Session::Status::want_write)
+            break;
+        if (status == tls::Session::Status::closed) {
+            fail(FailureKind::closed, m_tls->error() + client_certificate_hint(), now);
+            return;
+        }
+        if (status == tls::Session::Status::failed) {
+            fail(FailureKind::io, m_tls->error() + client_certificate_hint(), now);
+            return;
+        }
+        if (redisReaderFeed(m_reader.get(), buffer.data(), n) != REDIS_OK) {
+            fail(FailureKind::protocol, "protocol error", now);
+            return;
+        }
+    }
     for (;;) {
+        if (m_tls)
+            break;
         ssize_t n = ::recv(m_fd.get(), buffer.data(), buffer.size(), 0);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK)
                 break;
-            fail(FailureKind::io, errno_text(errno), now);
+            fail(FailureKind::io, errno_text(errno) + tls_port_hint(), now);
             return;
         }
         if (n == 0) {
-            fail(FailureKind::closed, "connection closed by server", now);
+            fail(FailureKind::closed, "connection closed by server" + tls_port_hint(), now);
             return;
         }
         if (redisReaderFeed(m_reader.get(), buffer.data(), static_cast<size_t>(n)) != REDIS_OK) {
@@ -260,6 +354,7 @@ void Connection::receive(Clock::time_point now) {
 }
 
 void Connection::handle_reply(ReplyPtr reply, Clock::time_point now) {
+    m_answered = true;
     if (m_handshake_replies > 0) {
         --m_handshake_replies;
         if (is_error(*reply)) {
@@ -287,9 +382,29 @@ void Connection::handle_reply(ReplyPtr reply, Clock::time_point now) {
     finish(std::move(outcome));
 }
 
+// A TLS port answers a plain request by closing or resetting the connection (Redis logs
+// "wrong version number"), before any reply.
+std::string Connection::tls_port_hint() const {
+    return m_answered ? std::string() : " before any reply (a TLS port? use rediss://)";
+}
+
+// With TLS 1.3 a server checks the client's certificate after the handshake: refused, it
+// closes or resets the connection, often before its alert can be read.
+std::string Connection::client_certificate_hint() const {
+    if (m_answered || !m_tls || m_tls->error().find("client certificate") != std::string::npos)
+        return {};
+    return m_server.tls.cert_file.empty()
+               ? " (does the server require a client certificate? see tls_cert_file)"
+               : " (did the server refuse our client certificate?)";
+}
+
 void Connection::on_deadline(Clock::time_point now) {
     if (m_busy && now >= m_deadline)
-        fail(FailureKind::timeout, m_connecting ? "connect timed out" : "timed out", now);
+        fail(FailureKind::timeout,
+             m_connecting      ? "connect timed out"
+             : m_tls_handshake ? "timed out in the TLS handshake (a plain redis:// port?)"
+                               : "timed out",
+             now);
 }
 
 void Connection::abandon(Clock::time_point now) {
@@ -298,7 +413,7 @@ void Connection::abandon(Clock::time_point now) {
 }
 
 util::UniqueFd Connection::detach() {
-    if (m_busy)
+    if (m_busy || m_tls)
         return {};
     util::UniqueFd fd = std::move(m_fd);
     drop();
@@ -323,6 +438,10 @@ void Connection::drop() {
     m_fd.reset();
     m_reader.reset();
     m_connecting = false;
+    m_tls.reset();
+    m_answered = false;
+    m_tls_handshake = false;
+    m_tls_wants = 0;
     m_handshake_replies = 0;
     m_out.clear();
     m_out_offset = 0;

@@ -15,6 +15,7 @@
 
 #include "config/config.hpp"
 #include "redis/reply.hpp"
+#include "redis/tls.hpp"
 #include "util/clock.hpp"
 #include "util/fd.hpp"
 
@@ -31,6 +32,7 @@ enum class FailureKind {
     protocol,  // the bytes were not RESP
     auth,      // AUTH refused, or a permission error
     setup,     // SELECT or another handshake step failed
+    tls,       // the TLS handshake failed (certificate, name, protocol)
 };
 
 struct Failure {
@@ -64,6 +66,11 @@ class Connection {
     [[nodiscard]] int fd() const { return m_fd.get(); }
     [[nodiscard]] short poll_events() const;
     [[nodiscard]] Clock::time_point deadline() const { return m_deadline; }
+    // A request whose bytes have not all left yet (still connecting, in the TLS
+    // handshake, or writing).
+    [[nodiscard]] bool unsent() const {
+        return m_busy && m_fd && (m_connecting || m_tls_handshake || m_out_offset < m_out.size());
+    }
 
     // Progress after poll() reported `revents` on fd(), or after the deadline passed.
     void on_events(short revents, Clock::time_point now);
@@ -77,7 +84,8 @@ class Connection {
     void abandon(Clock::time_point now);
 
     // Hands the socket over once idle, AUTH and SELECT done (a subscription, whose pushes
-    // the new owner reads); the next request here connects afresh. Empty if not connected.
+    // the new owner reads); the next request here connects afresh. Empty if not connected,
+    // and over TLS (the session cannot be handed over).
     [[nodiscard]] util::UniqueFd detach();
 
   private:
@@ -88,6 +96,13 @@ class Connection {
     void drop();
     void flush(Clock::time_point now);
     void receive(Clock::time_point now);
+    void start_tls(Clock::time_point now);
+    void continue_tls_handshake(Clock::time_point now);
+    // An idle connection that became readable: closed by the server, or junk. Over TLS it
+    // may only be the server's post-handshake messages (session tickets): true if usable.
+    bool idle_still_usable();
+    [[nodiscard]] std::string tls_port_hint() const;
+    [[nodiscard]] std::string client_certificate_hint() const;
     void handle_reply(ReplyPtr reply, Clock::time_point now);
 
     config::ServerConfig m_server;
@@ -99,6 +114,10 @@ class Connection {
     util::UniqueFd m_fd;
     ReaderPtr m_reader;
     bool m_connecting = false;
+    bool m_answered = false;           // a reply came on this connection
+    std::optional<tls::Session> m_tls; // rediss://
+    bool m_tls_handshake = false;      // handshake in progress
+    short m_tls_wants = 0;             // POLLIN/POLLOUT the session waits for
     bool m_busy = false;
     int m_handshake_replies = 0; // AUTH/SELECT replies still to come before the request's
     std::string m_out;           // bytes not yet written

@@ -81,7 +81,7 @@ namespace redlock::redis {
 namespace {
 
 bool unsent(const Connection& c) {
-    return c.busy() && c.fd() >= 0 && (c.poll_events() & POLLOUT);
+    return c.unsent();
 }
 
 // The detached process: nothing of the caller's is kept but the connections it finishes,

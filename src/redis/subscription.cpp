@@ -17,6 +17,10 @@ Subscription::Subscription(const std::vector<config::ServerConfig>& servers, std
     m_conns.reserve(servers.size());
     for (const auto& s : servers)
         m_conns.emplace_back(s);
+    // Notices are read from the bare socket, which a TLS session cannot be handed over
+    // with: waiters on rediss:// servers sleep by the holder's PTTL and retry instead.
+    for (size_t i = 0; i < servers.size(); ++i)
+        m_refused[i] = servers[i].url.tls;
 }
 
 void Subscription::collect() {

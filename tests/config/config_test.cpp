@@ -324,8 +324,52 @@ TEST_CASE("a server needs a url") {
 TEST_CASE("a bad url in the config is a config error at its position") {
     CHECK(error_of("[[servers]]\nurl = \"redis://:secret@h:x\"\n") ==
           "config.toml:2:7: invalid server url 'redis://:***@h:x': bad port 'x'");
-    CHECK(error_of("[[servers]]\nurl = \"rediss://h\"\n") ==
-          "config.toml:2:7: invalid server url 'rediss://h': rediss:// (TLS) is not supported yet");
+}
+
+TEST_CASE("tls keys at the top level are defaults that a server's own keys override") {
+    const fs::path dir = fs::temp_directory_path() / ("redlock-tls-" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    for (const char* name : {"ca.pem", "other.pem", "client.pem", "client.key"})
+        std::ofstream(dir / name) << "x\n";
+    const auto config = parsed(R"(
+tls_ca_file = "ca.pem"
+tls_server_name = "redis.internal"
+[[servers]]
+url = "rediss://a"
+[[servers]]
+url = "rediss://b"
+tls_ca_file = ")" + (dir / "other.pem").string() +
+                                   R"("
+tls_cert_file = "client.pem"
+tls_key_file = "client.key"
+tls_verify = false
+)",
+                               dir / "config.toml");
+    REQUIRE(config.servers.size() == 2);
+    CHECK(config.servers[0].url.tls);
+    CHECK(config.servers[0].tls.ca_file == (dir / "ca.pem").string()); // relative to the file
+    CHECK(config.servers[0].tls.server_name == "redis.internal");
+    CHECK(config.servers[0].tls.verify);
+    CHECK(config.servers[1].tls.ca_file == (dir / "other.pem").string());
+    CHECK(config.servers[1].tls.cert_file == (dir / "client.pem").string());
+    CHECK(config.servers[1].tls.key_file == (dir / "client.key").string());
+    CHECK(config.servers[1].tls.server_name == "redis.internal");
+    CHECK_FALSE(config.servers[1].tls.verify);
+    CHECK(config.tls.ca_file == (dir / "ca.pem").string());
+    fs::remove_all(dir);
+}
+
+TEST_CASE("bad tls values are config errors at their position") {
+    CHECK(error_of("tls_verify = \"no\"\n") ==
+          "config.toml:1:14: 'tls_verify' must be true or false, not a string");
+    CHECK(error_of("tls_ca_file = \"\"\n") == "config.toml:1:15: 'tls_ca_file' must not be empty");
+    CHECK(error_of("tls_cert_file = \"/nonexistent/c.pem\"\n") ==
+          "config.toml:1:17: cannot read tls_cert_file '/nonexistent/c.pem': No such file or "
+          "directory");
+    CHECK(error_of("[[servers]]\nurl = \"rediss://h\"\ntls_server_name = 3\n") ==
+          "config.toml:3:19: 'tls_server_name' must be a string, not an integer");
+    CHECK(error_of("[[servers]]\nurl = \"rediss://h\"\ntls_verfy = true\n") ==
+          "config.toml:3:1: unknown key 'tls_verfy' (did you mean 'tls_verify'?)");
 }
 
 TEST_CASE("a server has at most one password source") {

@@ -154,15 +154,23 @@ TEST_CASE("a bad database is refused") {
           "supported)");
 }
 
-TEST_CASE("rediss is recognised and refused until tls lands") {
-    CHECK(error_of("rediss://:pw@h:6380") ==
-          "invalid server url 'rediss://:***@h:6380': rediss:// (TLS) is not supported yet");
+TEST_CASE("rediss is redis over tls, with the same parts") {
+    auto url = parsed("rediss://locker:pw@h:6380/2");
+    CHECK(url.tls);
+    CHECK(url.host == "h");
+    CHECK(url.port == 6380);
+    CHECK(url.db == 2);
+    CHECK(url.username == "locker");
+    CHECK(url.password == "pw");
+    CHECK(parsed("rediss://h").port == 6379);
+    CHECK_FALSE(parsed("redis://h").tls);
+    CHECK(error_of("rediss://:pw@h:x") == "invalid server url 'rediss://:***@h:x': bad port 'x'");
 }
 
 TEST_CASE("an unknown scheme is named together with the accepted ones") {
-    CHECK(
-        error_of("http://h") ==
-        "invalid server url 'http://h': unsupported scheme 'http' (expected redis:// or unix://)");
+    CHECK(error_of("http://h") ==
+          "invalid server url 'http://h': unsupported scheme 'http' (expected redis://, rediss:// "
+          "or unix://)");
     CHECK(error_of("localhost:6379") ==
           "invalid server url 'localhost:6379': expected redis://host[:port][/db] or "
           "unix:///path/to/redis.sock");

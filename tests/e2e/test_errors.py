@@ -233,9 +233,10 @@ class ErrorsTest(E2ETest):
         r = self.assertUsage(["-s", "http://user:url-Secret-9@127.0.0.1:1"], "-k", "x")
         self.assertNotIn("url-Secret-9", r.stderr)
 
-    def test_tls_urls_are_refused_clearly(self):
-        r = self.assertUsage(["-s", "rediss://127.0.0.1:1"], "-k", "x")
-        self.assertRegex(r.stderr.lower(), r"tls|rediss")
+    def test_a_tls_url_nobody_listens_on_is_unavailable(self):
+        r = self.run_redlock(["-s", "rediss://127.0.0.1:1", "run", "-k", "x", "--", "true"])
+        self.assertStatus(r, 69)
+        self.assertIn("127.0.0.1:1: Connection refused", r.stderr)
 
     def test_help_and_version(self):
         r = self.run_redlock(["--help"])
