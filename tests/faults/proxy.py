@@ -20,6 +20,7 @@ c2s is client to server, s2c the replies. "hold" then "pass" delivers what was k
 import asyncio
 import json
 import random
+import resource
 import socket
 import struct
 import sys
@@ -44,6 +45,7 @@ class Conn:
         self.kick = {"c2s": asyncio.Event(), "s2c": asyncio.Event()}
         self.queues = {"c2s": [], "s2c": []}
         self.last_due = {"c2s": 0.0, "s2c": 0.0}
+        self.eof_sent = set()
         self.tasks = [
             asyncio.ensure_future(self.read(client_r, "c2s")),
             asyncio.ensure_future(self.read(server_r, "s2c")),
@@ -51,14 +53,19 @@ class Conn:
             asyncio.ensure_future(self.write(client_w, "s2c")),
         ]
 
-    def close(self):
+    def close(self, graceful=False):
         if self.closed:
             return
         self.closed = True
         for w in self.writers:
-            abort(w)
+            if graceful:
+                w.close()
+            else:
+                abort(w)
+        current = asyncio.current_task()
         for t in self.tasks:
-            t.cancel()
+            if t is not current:
+                t.cancel()
         self.target.conns.discard(self)
 
     async def read(self, reader, direction):
@@ -111,6 +118,12 @@ class Conn:
                         writer.write_eof()
                     except OSError:
                         self.close()
+                        return
+                    # Both ways closed: the connection is over (else its sockets leak and
+                    # the proxy runs out of descriptors).
+                    self.eof_sent.add(direction)
+                    if len(self.eof_sent) == 2:
+                        self.close(graceful=True)
                     return
                 writer.write(data)
                 await writer.drain()
@@ -152,6 +165,9 @@ class Target:
 
 
 async def main():
+    # Every client run opens a connection per server: leave room for many at once.
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     targets = []
     for spec in sys.argv[1:]:
         host, port = spec.rsplit(":", 1)
