@@ -412,12 +412,12 @@ void Connection::abandon(Clock::time_point now) {
         fail(FailureKind::abandoned, "not waited for (the round was decided without it)", now);
 }
 
-util::UniqueFd Connection::detach() {
-    if (m_busy || m_tls)
+Connection::Stream Connection::detach() {
+    if (m_busy)
         return {};
-    util::UniqueFd fd = std::move(m_fd);
+    Stream stream{std::move(m_fd), std::move(m_tls)};
     drop();
-    return fd;
+    return stream;
 }
 
 void Connection::fail(FailureKind kind, std::string detail, Clock::time_point now) {

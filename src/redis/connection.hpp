@@ -83,10 +83,14 @@ class Connection {
     // already written, still runs on the server) and the outcome becomes a timeout.
     void abandon(Clock::time_point now);
 
-    // Hands the socket over once idle, AUTH and SELECT done (a subscription, whose pushes
-    // the new owner reads); the next request here connects afresh. Empty if not connected,
-    // and over TLS (the session cannot be handed over).
-    [[nodiscard]] util::UniqueFd detach();
+    // Hands the socket (and its TLS session, if any) over once idle, AUTH and SELECT done:
+    // a subscription, whose pushes the new owner reads. The next request here connects
+    // afresh. An empty fd if not connected.
+    struct Stream {
+        util::UniqueFd fd;
+        std::optional<tls::Session> tls;
+    };
+    [[nodiscard]] Stream detach();
 
   private:
     void connect_next_address(Clock::time_point now);

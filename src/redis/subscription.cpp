@@ -12,15 +12,11 @@
 namespace redlock::redis {
 
 Subscription::Subscription(const std::vector<config::ServerConfig>& servers, std::string channel)
-    : m_channel(std::move(channel)), m_fds(servers.size()), m_readers(servers.size()),
-      m_refused(servers.size(), false) {
+    : m_channel(std::move(channel)), m_fds(servers.size()), m_tls(servers.size()),
+      m_readers(servers.size()), m_refused(servers.size(), false) {
     m_conns.reserve(servers.size());
     for (const auto& s : servers)
         m_conns.emplace_back(s);
-    // Notices are read from the bare socket, which a TLS session cannot be handed over
-    // with: waiters on rediss:// servers sleep by the holder's PTTL and retry instead.
-    for (size_t i = 0; i < servers.size(); ++i)
-        m_refused[i] = servers[i].url.tls;
 }
 
 void Subscription::collect() {
@@ -33,7 +29,9 @@ void Subscription::collect() {
         if (reply.type == REDIS_REPLY_ARRAY && reply.elements >= 1 &&
             reply.element[0]->type == REDIS_REPLY_STRING &&
             text(*reply.element[0]) == "subscribe") {
-            m_fds[i] = conn.detach();
+            auto stream = conn.detach();
+            m_fds[i] = std::move(stream.fd);
+            m_tls[i] = std::move(stream.tls);
             m_readers[i].reset(redisReaderCreate());
         } else if (is_error(reply)) // NOPERM: this user may not use the channel
             m_refused[i] = is_auth_error(reply) || text(reply).starts_with("NOPERM");
@@ -110,6 +108,26 @@ void Subscription::read_notices(size_t i, std::string_view bytes) {
 
 bool Subscription::drain(size_t i) {
     std::array<char, 4096> buffer{};
+    // Over TLS, until the session has nothing more: what OpenSSL already read, poll()
+    // cannot see.
+    while (m_tls[i]) {
+        size_t n = 0;
+        switch (m_tls[i]->read(buffer.data(), buffer.size(), n)) {
+        case tls::Session::Status::done:
+            read_notices(i, std::string_view(buffer.data(), n));
+            continue;
+        case tls::Session::Status::want_read:
+        case tls::Session::Status::want_write: // a key update; the next event goes on
+            return true;
+        case tls::Session::Status::closed:
+        case tls::Session::Status::failed:
+            m_tls[i].reset();
+            m_fds[i].reset();
+            m_readers[i].reset();
+            m_lost = true;
+            return false;
+        }
+    }
     for (;;) {
         ssize_t n = ::recv(m_fds[i].get(), buffer.data(), buffer.size(), MSG_DONTWAIT);
         if (n > 0) {

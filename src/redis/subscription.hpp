@@ -53,9 +53,10 @@ class Subscription {
     void collect();
 
     std::string m_channel;
-    std::vector<Connection> m_conns;   // for connecting, AUTH, SELECT and SUBSCRIBE
-    std::vector<util::UniqueFd> m_fds; // the subscribed sockets
-    std::vector<ReaderPtr> m_readers;  // and what they say
+    std::vector<Connection> m_conns;                // for connecting, AUTH, SELECT and SUBSCRIBE
+    std::vector<util::UniqueFd> m_fds;              // the subscribed sockets
+    std::vector<std::optional<tls::Session>> m_tls; // their TLS sessions (rediss://)
+    std::vector<ReaderPtr> m_readers;               // and what they say
     std::optional<long long> m_waiters;
     bool m_released = false; // drain() read a release notice
     bool m_taken = false;

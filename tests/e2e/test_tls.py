@@ -8,7 +8,7 @@ import tempfile
 import time
 import unittest
 
-from redlock_e2e import REDLOCK_BIN, SLACK, E2ETest, free_port
+from redlock_e2e import SLACK, E2ETest, free_port, wait_until
 
 CERTS = None  # made once for the module: a CA, a server and a client certificate
 
@@ -96,11 +96,19 @@ class TlsTest(E2ETest):
         listed = self.run_redlock(["-c", config, "-s", url, "list"])
         self.assertStatus(listed, 0)
         self.assertRegex(listed.stdout, r"\nt +\S+ +\S+@")
-        waiter = self.start_redlock(["-c", config, "-s", url, "run", "-k", "t", "-w", "20s",
-                                     "--", "true"])
-        time.sleep(0.2)
+        # Woken by the release over TLS too: subscribed, so it attempts three times (once,
+        # again once subscribed, and when woken), not
+        # every 20-200 ms as a waiter that cannot subscribe does.
+        waiter = self.start_redlock(["-c", config, "-s", url, "-v", "run", "-k", "t", "-w",
+                                     "20s", "--", "true"])
+        # The progress line comes once subscribed and tried again: from then on only a
+        # notice (or the holder's 30 s lease) brings another attempt.
+        wait_until(lambda: "waiting for 't'" in waiter.stderr, 15, proc=waiter,
+                   message="the waiter to be waiting")
         self.assertEqual(holder.release(), 0)
         self.assertEqual(waiter.wait(30), 0, waiter.stderr)
+        self.assertNotIn("cannot subscribe", waiter.stderr)
+        self.assertRegex(waiter.stderr, r"acquired 't' in \S+ after 3 attempts")
         r = self.run_redlock(["-c", config, "-s", url, "doctor"])
         self.assertIn("TLS, certificate verified for '127.0.0.1'", r.stdout)
 
