@@ -190,13 +190,13 @@ class Register:
 
         class Handler(socketserver.StreamRequestHandler):
             def handle(self):
-                for line in self.rfile:
-                    reply = register.handle(line.decode().split())
-                    if reply is not None:
-                        try:
+                try:
+                    for line in self.rfile:
+                        reply = register.handle(line.decode().split())
+                        if reply is not None:
                             self.wfile.write(reply.encode() + b"\n")
-                        except OSError:
-                            return
+                except OSError:
+                    return  # a PROGRAM killed mid-message (its stamps so far count)
 
         class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
             daemon_threads = True
