@@ -130,7 +130,7 @@ class DebianPackage(unittest.TestCase):
         self.assertTrue(os.access(binary, os.X_OK))
         out = support.run([binary, "--version"], timeout=20).stdout
         self.assertRegex(out, rf"^redlock {re.escape(project_version())} "
-                              r"\(hiredis \d+\.\d+\.\d+, TLS: (yes|no)\)\n$")
+                              r"\(hiredis \d+\.\d+\.\d+, TLS: (OpenSSL 3\.[^)]*|built in, but [^\n]*)\)\n$")
         help_text = support.run([binary, "--help"], timeout=20).stdout
         self.assertIn("run", help_text)
 
