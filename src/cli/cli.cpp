@@ -170,8 +170,12 @@ util::Expected<config::Config> load(const GlobalOptions& global) {
             auto parsed = config::parse_server_url(url);
             if (!parsed)
                 return std::unexpected(parsed.error());
-            cfg->servers.push_back(config::ServerConfig{
-                std::move(*parsed), cfg->connect_timeout, cfg->command_timeout, {}, cfg->tls});
+            cfg->servers.push_back(config::ServerConfig{std::move(*parsed),
+                                                        cfg->connect_timeout,
+                                                        cfg->command_timeout,
+                                                        {},
+                                                        cfg->tls,
+                                                        cfg->replicas});
         }
     }
     for (const auto& s : cfg->servers)

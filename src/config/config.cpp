@@ -35,7 +35,7 @@ using namespace std::string_view_literals;
 constexpr std::array k_top_level_keys = {
     "key_prefix"sv,      "ttl"sv,         "wait"sv,          "min_validity"sv, "connect_timeout"sv,
     "command_timeout"sv, "tls_ca_file"sv, "tls_cert_file"sv, "tls_key_file"sv, "tls_server_name"sv,
-    "tls_verify"sv,      "servers"sv};
+    "tls_verify"sv,      "replicas"sv,    "servers"sv};
 constexpr std::array k_server_keys = {"url"sv,
                                       "username"sv,
                                       "password_env"sv,
@@ -46,7 +46,8 @@ constexpr std::array k_server_keys = {"url"sv,
                                       "tls_cert_file"sv,
                                       "tls_key_file"sv,
                                       "tls_server_name"sv,
-                                      "tls_verify"sv};
+                                      "tls_verify"sv,
+                                      "replicas"sv};
 
 bool contains(std::span<const std::string_view> keys, std::string_view key) {
     return std::ranges::find(keys, key) != keys.end();
@@ -197,14 +198,15 @@ bool readable_by_others(mode_t mode) {
 
 ServerConfig default_server(const Config& config) {
     auto url = parse_server_url(k_default_server);
-    return ServerConfig{
-        std::move(*url), config.connect_timeout, config.command_timeout, {}, config.tls};
+    return ServerConfig{std::move(*url), config.connect_timeout, config.command_timeout, {},
+                        config.tls,      config.replicas};
 }
 
 struct PendingServer {
     ServerUrl url;
     // tls_* keys given in the table, applied over the top-level ones.
     std::vector<std::pair<std::string, const toml::node*>> tls;
+    std::optional<int> replicas;
     std::optional<Millis> connect_timeout;
     std::optional<Millis> command_timeout;
     std::string where;
@@ -369,6 +371,8 @@ class Parser {
                 ok = parse_timeout(name, *node, config.connect_timeout);
             else if (name == "command_timeout")
                 ok = parse_timeout(name, *node, config.command_timeout);
+            else if (name == "replicas")
+                ok = parse_replicas(*node, config.replicas);
             else if (name.starts_with("tls_") && contains(k_top_level_keys, name))
                 ok = parse_tls_key(name, *node, config.tls);
             else if (name == "servers")
@@ -387,7 +391,7 @@ class Parser {
             config.servers.push_back(ServerConfig{
                 std::move(pending.url), pending.connect_timeout.value_or(config.connect_timeout),
                 pending.command_timeout.value_or(config.command_timeout), std::move(pending.where),
-                std::move(tls)});
+                std::move(tls), pending.replicas.value_or(config.replicas)});
         }
         if (config.servers.empty())
             config.servers.push_back(default_server(config));
@@ -514,6 +518,18 @@ class Parser {
         return {};
     }
 
+    // replicas: how many replicas must acknowledge a lock write (WAIT), 0 to 100.
+    util::Expected<void> parse_replicas(const toml::node& node, int& out) const {
+        const auto* value = node.as_integer();
+        if (value == nullptr)
+            return error(node,
+                         util::format("'replicas' must be an integer, not {}", type_name(node)));
+        if (value->get() < 0 || value->get() > 100)
+            return error(node, util::format("'replicas' must be 0 to 100, not {}", value->get()));
+        out = static_cast<int>(value->get());
+        return {};
+    }
+
     // tls_verify is a boolean; the others name a file (relative to the config's directory)
     // or, tls_server_name, the name the server's certificate must have.
     util::Expected<void> parse_tls_key(std::string_view name, const toml::node& node,
@@ -594,6 +610,10 @@ class Parser {
                 ok = parse_timeout(name, *node, server.connect_timeout);
             } else if (name == "command_timeout") {
                 ok = parse_timeout(name, *node, server.command_timeout);
+            } else if (name == "replicas") {
+                int replicas = 0;
+                ok = parse_replicas(*node, replicas);
+                server.replicas = replicas;
             } else if (name.starts_with("tls_") && contains(k_server_keys, name)) {
                 server.tls.emplace_back(std::string(name), node);
             } else {

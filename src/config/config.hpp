@@ -35,6 +35,8 @@ struct ServerConfig {
     Millis command_timeout{1000};
     std::string where; // "LINE:COL" of its url in the config file; empty for -s
     TlsConfig tls;
+    // replicas = N: a lock write counts here only once N replicas acknowledged it (WAIT).
+    int replicas = 0;
 };
 
 struct Config {
@@ -43,6 +45,7 @@ struct Config {
     std::optional<Millis> wait;         // default --wait; nullopt waits forever
     std::optional<Millis> min_validity; // default --min-validity of run
     TlsConfig tls;                // top-level tls_* keys: the defaults of every rediss:// server
+    int replicas = 0;             // default replicas of every server
     Millis connect_timeout{1000}; // default for servers (also those given with -s)
     Millis command_timeout{1000};
     std::vector<ServerConfig> servers; // never empty after load

@@ -80,7 +80,7 @@ void config_get(std::span<Connection> conns, std::vector<ServerReport>& reports,
             reports[i].*field = config_value(reply_of(conns[i], reports[i]));
 }
 
-void judge(ServerReport& r, std::chrono::milliseconds ttl) {
+void judge(ServerReport& r, std::chrono::milliseconds ttl, const config::ServerConfig& server) {
     // Eviction: lock keys carry a TTL, so volatile-* policies pick them as readily as
     // allkeys-* ones. Only noeviction keeps them.
     if (!r.maxmemory_policy) {
@@ -108,12 +108,26 @@ void judge(ServerReport& r, std::chrono::milliseconds ttl) {
         r.checks.push_back({"replication", Level::risk,
                             "this server is a replica: lock writes are refused or lost; point "
                             "redlock at independent masters"});
+    else if (server.replicas > r.replicas)
+        r.checks.push_back(
+            {"replication", Level::risk,
+             util::format("replicas = {}, but the master has {} replica{} connected: no lock "
+                          "write can count here",
+                          server.replicas, r.replicas, r.replicas == 1 ? "" : "s")});
+    else if (server.replicas > 0)
+        r.checks.push_back(
+            {"replication", Level::note,
+             util::format("master with {} replica{}; replicas = {}: a lock write counts only "
+                          "once that many have it (WAIT), which narrows the failover window "
+                          "but does not close it (WAIT does not make a write durable)",
+                          r.replicas, r.replicas == 1 ? "" : "s", server.replicas)});
     else if (r.replicas > 0)
         r.checks.push_back(
             {"replication", Level::risk,
              util::format("master with {} replica{}: a failover can promote a replica that "
-                          "never saw a lock and hand it to a second holder",
-                          r.replicas, r.replicas == 1 ? "" : "s")});
+                          "never saw a lock and hand it to a second holder; set replicas = "
+                          "{} so that each lock write waits for them",
+                          r.replicas, r.replicas == 1 ? "" : "s", r.replicas)});
     else
         r.checks.push_back({"replication", Level::ok, "master without replicas"});
 
@@ -302,7 +316,7 @@ std::vector<ServerReport> examine(std::span<Connection> conns, std::chrono::mill
         auto& r = reports[i];
         if (!r.reachable)
             continue;
-        judge(r, ttl);
+        judge(r, ttl, conns[i].server());
         // How the connection is protected: TLS verified, TLS unverified, or none.
         const auto& server = conns[i].server();
         if (!server.url.tls)

@@ -64,6 +64,20 @@ ServerResult classify(const redis::Connection& conn) {
         r.detail = reply.integer >= 1 ? "ok" : "not ours";
         if (reply.integer < 0)
             r.held_pttl = held_pttl(reply.integer);
+        // replicas = N: the WAIT behind a write says how many replicas have it; with fewer,
+        // a failover could lose it, so it does not count.
+        const int wanted = conn.server().replicas;
+        if (r.vote == Vote::yes && !outcome->trailing.empty()) {
+            const auto& wait = *outcome->trailing.front();
+            if (wait.type != REDIS_REPLY_INTEGER || wait.integer < wanted) {
+                r.vote = Vote::failed;
+                r.detail = wait.type == REDIS_REPLY_INTEGER
+                               ? util::format("written, but only {} of the {} replicas it needs "
+                                              "(replicas = {}) acknowledged it in time",
+                                              wait.integer, wanted, wanted)
+                               : "written, but WAIT failed: " + redis::describe(wait);
+            }
+        }
     } else {
         r.vote = Vote::failed;
         r.detail = "unexpected reply " + redis::describe(reply);
@@ -138,6 +152,37 @@ void Lock::build_renewal() {
     const auto keys = script_keys();
     m_renew_command = script_call(renew_script(), true, keys, args);
     m_renew_fallback = script_call(renew_script(), false, keys, args);
+}
+
+std::string Lock::wait_command(const redis::Connection& conn) const {
+    // Bounded well inside the lease and the command timeout: replicas that do not answer
+    // in time fail the write, with WAIT's count.
+    const auto timeout = std::clamp<Millis>(
+        std::min<Millis>(conn.server().command_timeout / 2, m_ttl / 10), Millis(1), Millis(60000));
+    const auto replicas = std::to_string(conn.server().replicas);
+    const auto ms = std::to_string(timeout.count());
+    const std::array<std::string_view, 3> argv{"WAIT", replicas, ms};
+    return redis::encode_command(argv);
+}
+
+void Lock::send_writes(const std::string& command, const std::string& fallback,
+                       Clock::time_point now, const std::vector<bool>& only) {
+    std::vector<bool> plain(m_conns.size());
+    bool replicated = false;
+    for (size_t i = 0; i < m_conns.size(); ++i) {
+        plain[i] = (only.empty() || only[i]) && m_conns[i].server().replicas == 0;
+        replicated |= (only.empty() || only[i]) && !plain[i];
+    }
+    if (!replicated) {
+        send_all(command, fallback, now, only);
+        return;
+    }
+    send_all(command, fallback, now, plain);
+    // As EVAL, so that no NOSCRIPT reply comes between the write and its WAIT.
+    for (size_t i = 0; i < m_conns.size(); ++i)
+        if ((only.empty() || only[i]) && !plain[i])
+            m_conns[i].start_pipelined(
+                (fallback.empty() ? command : fallback) + wait_command(m_conns[i]), 1, now);
 }
 
 void Lock::send_all(const std::string& command, const std::string& fallback, Clock::time_point now,
@@ -242,7 +287,7 @@ util::Expected<AcquireResult> Lock::acquire_key(int interrupt_fd) {
 
     auto sent = Clock::now();
     const auto valid_until = lock::validity_end(sent, m_ttl);
-    send_all(command, fallback, sent);
+    send_writes(command, fallback, sent);
     // Decided early only once the outcome can no longer change: a majority said yes, or
     // enough servers answered that the lock is known to be held. "Too few answered" (69) is
     // judged when every server answered or failed, so that a "held" still on its way is not
@@ -354,9 +399,10 @@ bool Lock::write_fence(const std::vector<size_t>& yes_servers, long long fence, 
     // once a majority confirmed would never be sent, leaving its copy of the fence out.
     std::vector<std::string> args{m_token, std::to_string(fence)};
     auto command = script_call(k_fence_script, false, m_key, m_meta_key, m_fence_key, args);
-    auto now = Clock::now();
+    std::vector<bool> to(m_conns.size(), false);
     for (size_t i : yes_servers)
-        m_conns[i].start(command, {}, now);
+        to[i] = true;
+    send_writes(command, {}, Clock::now(), to);
     const size_t majority = m_conns.size() / 2 + 1;
     auto count = [&] {
         size_t confirmed = 0, open = 0;

@@ -207,6 +207,10 @@ class Lock {
     // To every server, or to those that are true in `only` (when not empty).
     void send_all(const std::string& command, const std::string& fallback, Clock::time_point now,
                   const std::vector<bool>& only = {});
+    // send_all for a lock write: on a server with replicas = N, WAIT N follows it.
+    void send_writes(const std::string& command, const std::string& fallback, Clock::time_point now,
+                     const std::vector<bool>& only = {});
+    [[nodiscard]] std::string wait_command(const redis::Connection& conn) const;
     RenewStatus judge_renewal(Clock::time_point sent, Clock::time_point now) const;
 
     std::vector<redis::Connection> m_conns;

@@ -97,10 +97,19 @@ bool Connection::resolve() {
     return !m_resolve_failed;
 }
 
+void Connection::start_pipelined(std::string command, size_t trailing, Clock::time_point now) {
+    start(std::move(command), {}, now);
+    if (m_busy) // not failed at once
+        m_trailing = trailing;
+}
+
 void Connection::start(std::string command, std::string noscript_fallback, Clock::time_point now) {
     if (m_busy)
         drop(); // a request still in flight: its reply must not be taken for this one's
     m_outcome.reset();
+    m_trailing = 0;
+    m_first_reply.reset();
+    m_trailing_replies.clear();
     m_busy = true;
     m_started = now;
     m_fallback = std::move(noscript_fallback);
@@ -376,9 +385,20 @@ void Connection::handle_reply(ReplyPtr reply, Clock::time_point now) {
         flush(now);
         return;
     }
+    if (m_first_reply) { // a reply to a command pipelined after the first
+        m_trailing_replies.push_back(std::move(reply));
+        if (--m_trailing > 0)
+            return;
+        reply = std::move(m_first_reply);
+    } else if (m_trailing > 0) {
+        m_first_reply = std::move(reply);
+        return;
+    }
     Outcome outcome;
     outcome.latency = now - m_started;
     outcome.reply = std::move(reply);
+    outcome.trailing = std::move(m_trailing_replies);
+    m_trailing_replies.clear();
     finish(std::move(outcome));
 }
 
@@ -443,6 +463,8 @@ void Connection::drop() {
     m_tls_handshake = false;
     m_tls_wants = 0;
     m_handshake_replies = 0;
+    m_first_reply.reset();
+    m_trailing_replies.clear();
     m_out.clear();
     m_out_offset = 0;
 }

@@ -44,6 +44,7 @@ struct Failure {
 // failure to get one.
 struct Outcome {
     ReplyPtr reply;
+    std::vector<ReplyPtr> trailing; // replies to the commands pipelined after it (WAIT)
     std::optional<Failure> failure;
     Clock::duration latency{};
     // The request left in full (a failure after that may still have run it on the
@@ -61,6 +62,9 @@ class Connection {
     // Sends `command` (RESP-encoded), connecting first if needed. If the server answers
     // NOSCRIPT and `noscript_fallback` is not empty, that is sent in its place.
     void start(std::string command, std::string noscript_fallback, Clock::time_point now);
+    // The same with `trailing` more commands pipelined in `command` after the first (as
+    // WAIT after a write), whose replies the outcome carries too; no NOSCRIPT fallback.
+    void start_pipelined(std::string command, size_t trailing, Clock::time_point now);
 
     [[nodiscard]] bool busy() const { return m_busy; }
     [[nodiscard]] int fd() const { return m_fd.get(); }
@@ -127,6 +131,9 @@ class Connection {
     std::string m_out;           // bytes not yet written
     size_t m_out_offset = 0;
     std::string m_fallback;
+    size_t m_trailing = 0;  // replies still to come after the first (start_pipelined)
+    ReplyPtr m_first_reply; // the first reply, while they come
+    std::vector<ReplyPtr> m_trailing_replies;
     bool m_evalsha_refused = false; // kept across reconnects: the server's ACL decides it
     Clock::time_point m_started{};
     Clock::time_point m_deadline{};

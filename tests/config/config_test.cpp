@@ -359,6 +359,16 @@ tls_verify = false
     fs::remove_all(dir);
 }
 
+TEST_CASE("replicas is a default that a server may override") {
+    const auto config = parsed("replicas = 1\n[[servers]]\nurl = \"redis://a\"\n[[servers]]\n"
+                               "url = \"redis://b\"\nreplicas = 0\n");
+    REQUIRE(config.servers.size() == 2);
+    CHECK(config.servers[0].replicas == 1);
+    CHECK(config.servers[1].replicas == 0);
+    CHECK(error_of("replicas = 1.5\n") ==
+          "config.toml:1:12: 'replicas' must be an integer, not a floating-point number");
+}
+
 TEST_CASE("bad tls values are config errors at their position") {
     CHECK(error_of("tls_verify = \"no\"\n") ==
           "config.toml:1:14: 'tls_verify' must be true or false, not a string");
