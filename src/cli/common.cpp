@@ -136,10 +136,7 @@ void read_holder(lock::Lock& lock, std::string_view name, WaitProgress& progress
     auto view =
         lock::inspect(lock.connections(), key.substr(0, key.size() - name.size()), name, true);
     if (view.limit > 0) { // a semaphore: the first holder, and how many more
-        std::vector<const lock::LockView*> held;
-        for (const auto& permit : view.permits)
-            if (permit.state == lock::LockState::held)
-                held.push_back(&permit);
+        const auto held = view.held_permits();
         if (!held.empty())
             progress.set_holder(held.front()->holder, held.size() - 1);
     } else if (view.state == lock::LockState::held) {

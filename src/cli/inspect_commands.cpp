@@ -141,10 +141,8 @@ void print_view(std::string& out, const lock::LockView& view);
 
 // A semaphore: how many permits are held, then each permit as a lock of its own.
 void print_semaphore(std::string& out, const lock::LockView& view) {
-    const auto held = std::ranges::count_if(
-        view.permits, [](const lock::LockView& p) { return p.state == lock::LockState::held; });
-    out += util::format("{}: {} of {} permits held (--limit {})\n", view.name, held, view.limit,
-                        view.limit);
+    out += util::format("{}: {} of {} permits held (--limit {})\n", view.name,
+                        view.held_permits().size(), view.limit, view.limit);
     for (size_t i = 0; i < view.permits.size(); ++i) {
         auto permit = view.permits[i];
         permit.name = util::format("permit {}", i + 1);
@@ -291,16 +289,13 @@ int list_command(const ListOptions& options, const config::Config& config) {
         out += util::format("{:<24} {:<9} {:<22} {:<8} {}\n", "NAME", "TTL", "HOLDER", "HELD",
                             "COMMAND");
         for (const auto& v : views) {
-            const auto held = std::ranges::count_if(v.permits, [](const lock::LockView& p) {
-                return p.state == lock::LockState::held;
-            });
-            std::string holder = v.limit > 0 ? util::format("({} of {} permits)", held, v.limit)
-                                 : v.state == lock::LockState::unknown ? "(unknown state)"
-                                 : v.wrong_type                        ? "(wrong type)"
-                                 : v.holder
-                                     ? util::printable(util::format("{}@{}:{}", v.holder->user,
-                                                                    v.holder->host, v.holder->pid))
-                                     : std::string("unknown");
+            std::string holder =
+                v.limit > 0 ? util::format("({} of {} permits)", v.held_permits().size(), v.limit)
+                : v.state == lock::LockState::unknown ? "(unknown state)"
+                : v.wrong_type                        ? "(wrong type)"
+                : v.holder ? util::printable(util::format("{}@{}:{}", v.holder->user,
+                                                          v.holder->host, v.holder->pid))
+                           : std::string("unknown");
             std::optional<Millis> age;
             if (v.holder)
                 age = age_of(v.holder->acquired_at);

@@ -234,8 +234,7 @@ int release_command(const ReleaseOptions& options, const config::Config& config)
         return 0;
     }
     // Shown on a terminal: what the holder wrote goes through util::printable.
-    const auto permits_held = std::ranges::count_if(
-        view.permits, [](const lock::LockView& p) { return p.state == lock::LockState::held; });
+    const size_t permits_held = view.held_permits().size();
     std::string who =
         view.limit > 0 ? util::format("{} holder{} of its {} permits (--limit {})", permits_held,
                                       permits_held == 1 ? "" : "s", view.limit, view.limit)

@@ -346,8 +346,8 @@ std::optional<int> run_nested(const RunOptions& options, const config::Config& c
     const char* token = std::getenv("REDLOCK_TOKEN");
     if (!key || !token || !*token || options.name != key)
         return std::nullopt;
-    auto lock = make_lock(config, options.name, token, options.ttl);
-    auto view = lock::inspect(lock.connections(), config.key_prefix, options.name, true);
+    auto conns = redis::connect_all(config.servers);
+    auto view = lock::inspect(conns, config.key_prefix, options.name, true);
     // The lock itself, or one permit of a semaphore (--limit).
     auto ours = [&](const lock::LockView& v) {
         return v.state == lock::LockState::held && v.token == token;

@@ -60,6 +60,15 @@ struct LockView {
     // when any permit is). 0 and empty for a plain lock.
     size_t limit = 0;
     std::vector<LockView> permits;
+
+    // A semaphore's permits that are held.
+    [[nodiscard]] std::vector<const LockView*> held_permits() const {
+        std::vector<const LockView*> held;
+        for (const auto& permit : permits)
+            if (permit.state == LockState::held)
+                held.push_back(&permit);
+        return held;
+    }
 };
 
 [[nodiscard]] const char* state_name(LockState state);

@@ -254,36 +254,38 @@ Session::Status Session::status_of(int rc, const char* what) {
     return Status::failed;
 }
 
-Session::Status Session::handshake() {
-    const Api& a = *m_handles->api;
-    a.err_clear();
+void Session::begin() {
+    // What status_of reads must come from the call that follows alone.
+    m_handles->api->err_clear();
     errno = 0;
+}
+
+Session::Status Session::moved(int rc, size_t& n, const char* what) {
+    if (rc <= 0)
+        return status_of(rc, what);
+    n = static_cast<size_t>(rc);
+    return Status::done;
+}
+
+Session::Status Session::handshake() {
+    begin();
+    const Api& a = *m_handles->api;
     int rc = a.connect(m_handles->ssl);
     return rc == 1 ? Status::done : status_of(rc, "handshake");
 }
 
 Session::Status Session::write(const char* data, size_t size, size_t& n) {
+    begin();
     const Api& a = *m_handles->api;
-    a.err_clear();
-    errno = 0;
-    int rc = a.write(m_handles->ssl, data, static_cast<int>(std::min<size_t>(size, 1 << 30)));
-    if (rc > 0) {
-        n = static_cast<size_t>(rc);
-        return Status::done;
-    }
-    return status_of(rc, "write");
+    const int chunk = static_cast<int>(std::min<size_t>(size, 1 << 30));
+    return moved(a.write(m_handles->ssl, data, chunk), n, "write");
 }
 
 Session::Status Session::read(char* data, size_t size, size_t& n) {
+    begin();
     const Api& a = *m_handles->api;
-    a.err_clear();
-    errno = 0;
-    int rc = a.read(m_handles->ssl, data, static_cast<int>(std::min<size_t>(size, 1 << 30)));
-    if (rc > 0) {
-        n = static_cast<size_t>(rc);
-        return Status::done;
-    }
-    return status_of(rc, "read");
+    const int chunk = static_cast<int>(std::min<size_t>(size, 1 << 30));
+    return moved(a.read(m_handles->ssl, data, chunk), n, "read");
 }
 
 } // namespace redlock::redis::tls

@@ -41,6 +41,10 @@ class Session {
   private:
     Session() = default;
     Status status_of(int rc, const char* what);
+    // Clears OpenSSL's error queue and errno before a call.
+    void begin();
+    // An SSL_read/SSL_write that returned `rc`: `n` bytes moved, or what it waits for.
+    Status moved(int rc, size_t& n, const char* what);
 
     struct Handles;
     std::unique_ptr<Handles> m_handles;

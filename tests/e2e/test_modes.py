@@ -171,13 +171,18 @@ redis-cli -p "$PORT" GET lock:nest > "$d/token-after"
 '''
 
 
-class NestedRunTest(E2ETest):
+class ServersTest(E2ETest):
+    """`servers` redis-servers (one; a subclass says five), as -s options in global_args."""
+
     servers = 1
 
     def setUp(self):
         super().setUp()
         self.redis = [self.redis_server() for _ in range(self.servers)]
         self.global_args = [a for s in self.redis for a in ("-s", s.url())]
+
+
+class NestedRunTest(ServersTest):
 
     def read(self, name):
         with open(self.path(name)) as f:
@@ -252,13 +257,9 @@ class NestedRunFiveServersTest(NestedRunTest):
     servers = 5
 
 
-class OncePerTest(E2ETest):
-    servers = 1
-
+class OncePerTest(ServersTest):
     def setUp(self):
         super().setUp()
-        self.redis = [self.redis_server() for _ in range(self.servers)]
-        self.global_args = [a for s in self.redis for a in ("-s", s.url())]
         self.marker = self.path("runs")
 
     def once(self, length, *args, env=None, name="op"):
@@ -404,13 +405,7 @@ echo run >> "$d/runs"
 '''
 
 
-class LimitTest(E2ETest):
-    servers = 1
-
-    def setUp(self):
-        super().setUp()
-        self.redis = [self.redis_server() for _ in range(self.servers)]
-        self.global_args = [a for s in self.redis for a in ("-s", s.url())]
+class LimitTest(ServersTest):
 
     def run_limited(self, limit, *args, program=("true",), env=None):
         return self.run_redlock([*self.global_args, "run", "-k", "pool", "--limit", str(limit),
