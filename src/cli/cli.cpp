@@ -175,7 +175,9 @@ util::Expected<config::Config> load(const GlobalOptions& global) {
                                                         cfg->command_timeout,
                                                         {},
                                                         cfg->tls,
-                                                        cfg->replicas});
+                                                        cfg->replicas,
+                                                        {},
+                                                        {}});
         }
     }
     for (const auto& s : cfg->servers)

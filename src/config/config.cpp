@@ -9,6 +9,7 @@
 #include <span>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <tuple>
 #include <unistd.h>
 #include <vector>
 
@@ -47,7 +48,10 @@ constexpr std::array k_server_keys = {"url"sv,
                                       "tls_key_file"sv,
                                       "tls_server_name"sv,
                                       "tls_verify"sv,
-                                      "replicas"sv};
+                                      "replicas"sv,
+                                      "sentinel_username"sv,
+                                      "sentinel_password_env"sv,
+                                      "sentinel_password_file"sv};
 
 bool contains(std::span<const std::string_view> keys, std::string_view key) {
     return std::ranges::find(keys, key) != keys.end();
@@ -198,8 +202,14 @@ bool readable_by_others(mode_t mode) {
 
 ServerConfig default_server(const Config& config) {
     auto url = parse_server_url(k_default_server);
-    return ServerConfig{std::move(*url), config.connect_timeout, config.command_timeout, {},
-                        config.tls,      config.replicas};
+    return ServerConfig{std::move(*url),
+                        config.connect_timeout,
+                        config.command_timeout,
+                        {},
+                        config.tls,
+                        config.replicas,
+                        {},
+                        {}};
 }
 
 struct PendingServer {
@@ -210,6 +220,8 @@ struct PendingServer {
     std::optional<Millis> connect_timeout;
     std::optional<Millis> command_timeout;
     std::string where;
+    std::optional<std::string> sentinel_username;
+    std::optional<std::string> sentinel_password;
 };
 
 // Where a problem sits in the text, 1-based, columns counted in characters.
@@ -391,7 +403,8 @@ class Parser {
             config.servers.push_back(ServerConfig{
                 std::move(pending.url), pending.connect_timeout.value_or(config.connect_timeout),
                 pending.command_timeout.value_or(config.command_timeout), std::move(pending.where),
-                std::move(tls), pending.replicas.value_or(config.replicas)});
+                std::move(tls), pending.replicas.value_or(config.replicas),
+                std::move(pending.sentinel_username), std::move(pending.sentinel_password)});
         }
         if (config.servers.empty())
             config.servers.push_back(default_server(config));
@@ -593,12 +606,32 @@ class Parser {
         const toml::node* username = nullptr;
         const toml::node* password_env = nullptr;
         const toml::node* password_file = nullptr;
+        const toml::node* first_sentinel_key = nullptr;
+        const toml::node* sentinel_password_env = nullptr;
+        const toml::node* sentinel_password_file = nullptr;
 
         for (const auto& [key, node] : in_file_order(table)) {
             const std::string_view name = key->str();
             util::Expected<void> ok;
-            if (name == "url" || name == "username" || name == "password_env" ||
-                name == "password_file") {
+            if (name.starts_with("sentinel_") && contains(k_server_keys, name)) {
+                if (!node->is_string())
+                    return error(*node, util::format("'{}' must be a string, not {}", name,
+                                                     type_name(*node)));
+                if (first_sentinel_key == nullptr)
+                    first_sentinel_key = node;
+                if (name == "sentinel_username") {
+                    if (node->as_string()->get().empty())
+                        return error(*node, "'sentinel_username' must not be empty");
+                    server.sentinel_username = node->as_string()->get();
+                } else {
+                    if (sentinel_password_env != nullptr || sentinel_password_file != nullptr)
+                        return error(*node, "give the sentinels one password source, "
+                                            "sentinel_password_env or sentinel_password_file");
+                    (name == "sentinel_password_env" ? sentinel_password_env
+                                                     : sentinel_password_file) = node;
+                }
+            } else if (name == "url" || name == "username" || name == "password_env" ||
+                       name == "password_file") {
                 if (!node->is_string())
                     return error(*node, util::format("'{}' must be a string, not {}", name,
                                                      type_name(*node)));
@@ -657,39 +690,53 @@ class Parser {
                                       sources[1].first, sources[0].first));
         }
 
-        if (password_env != nullptr) {
-            auto password = read_password_env(*password_env);
+        using Source = std::tuple<const toml::node*, std::string_view, std::optional<std::string>*>;
+        for (auto [node, key, target] :
+             {Source{password_env, "password_env", &server.url.password},
+              Source{sentinel_password_env, "sentinel_password_env", &server.sentinel_password}}) {
+            if (node == nullptr)
+                continue;
+            auto password = read_password_env(*node, key);
             if (!password)
                 return std::unexpected(password.error());
-            server.url.password = std::move(*password);
+            *target = std::move(*password);
         }
-        if (password_file != nullptr) {
-            auto password = read_password_file(*password_file);
+        for (auto [node, key, target] :
+             {Source{password_file, "password_file", &server.url.password},
+              Source{sentinel_password_file, "sentinel_password_file",
+                     &server.sentinel_password}}) {
+            if (node == nullptr)
+                continue;
+            auto password = read_password_file(*node, key);
             if (!password)
                 return std::unexpected(password.error());
-            server.url.password = std::move(*password);
+            *target = std::move(*password);
         }
+        if (first_sentinel_key != nullptr && !server.url.is_sentinel())
+            return error(*first_sentinel_key, "sentinel_* keys apply to a redis-sentinel:// url");
         return server;
     }
 
-    util::Expected<std::string> read_password_env(const toml::node& node) const {
+    util::Expected<std::string> read_password_env(const toml::node& node,
+                                                  std::string_view key) const {
         const std::string& variable = node.as_string()->get();
         if (variable.empty())
-            return error(node, "'password_env' must name an environment variable");
+            return error(node, util::format("'{}' must name an environment variable", key));
         const char* value = std::getenv(variable.c_str());
         if (value == nullptr)
-            return error(node, util::format("environment variable '{}' (password_env) is not set",
-                                            variable));
+            return error(node,
+                         util::format("environment variable '{}' ({}) is not set", variable, key));
         if (*value == '\0')
-            return error(
-                node, util::format("environment variable '{}' (password_env) is empty", variable));
+            return error(node,
+                         util::format("environment variable '{}' ({}) is empty", variable, key));
         return std::string(value);
     }
 
-    util::Expected<std::string> read_password_file(const toml::node& node) const {
+    util::Expected<std::string> read_password_file(const toml::node& node,
+                                                   std::string_view key) const {
         const std::string& value = node.as_string()->get();
         if (value.empty())
-            return error(node, "'password_file' must name a file");
+            return error(node, util::format("'{}' must name a file", key));
         std::filesystem::path path(value);
         if (path.is_relative())
             path = m_source.parent_path() / path;
@@ -698,10 +745,9 @@ class Parser {
         auto content = read_file(path, k_max_password_file, errno_value);
         if (!content) {
             if (errno_value == EFBIG)
-                return error(node,
-                             util::format("password_file '{}' is too large to hold a password",
-                                          path.string()));
-            return error(node, util::format("cannot read password_file '{}': {}", path.string(),
+                return error(node, util::format("{} '{}' is too large to hold a password", key,
+                                                path.string()));
+            return error(node, util::format("cannot read {} '{}': {}", key, path.string(),
                                             errno_text(errno_value)));
         }
         std::string& password = content->text;
@@ -710,7 +756,7 @@ class Parser {
         if (password.ends_with('\r'))
             password.pop_back();
         if (password.empty())
-            return error(node, util::format("password_file '{}' is empty", path.string()));
+            return error(node, util::format("{} '{}' is empty", key, path.string()));
         if (readable_by_others(content->mode))
             util::log::note(
                 "warning: password file '{}' is readable by group or others; chmod 600 it",

@@ -37,6 +37,10 @@ struct ServerConfig {
     TlsConfig tls;
     // replicas = N: a lock write counts here only once N replicas acknowledged it (WAIT).
     int replicas = 0;
+    // redis-sentinel://: the sentinels' own login (sentinel_username, sentinel_password_env,
+    // sentinel_password_file), not the master's, which the URL's user and password give.
+    std::optional<std::string> sentinel_username;
+    std::optional<std::string> sentinel_password;
 };
 
 struct Config {

@@ -63,10 +63,11 @@ class UrlParser {
         const auto parts = split_scheme(m_url);
         if (!parts)
             return error("expected redis://host[:port][/db] or unix:///path/to/redis.sock");
-        if (parts->scheme != "redis" && parts->scheme != "rediss" && parts->scheme != "unix")
-            return error(
-                util::format("unsupported scheme '{}' (expected redis://, rediss:// or unix://)",
-                             parts->scheme));
+        if (parts->scheme != "redis" && parts->scheme != "rediss" && parts->scheme != "unix" &&
+            parts->scheme != "redis-sentinel")
+            return error(util::format("unsupported scheme '{}' (expected redis://, rediss://, "
+                                      "unix:// or redis-sentinel://)",
+                                      parts->scheme));
 
         std::string_view rest = parts->rest;
         ServerUrl result;
@@ -78,6 +79,8 @@ class UrlParser {
         }
         if (parts->scheme == "unix")
             return parse_unix_path(rest, std::move(result));
+        if (parts->scheme == "redis-sentinel")
+            return parse_sentinel(rest, std::move(result));
         return parse_tcp(rest, std::move(result));
     }
 
@@ -125,9 +128,9 @@ class UrlParser {
         return {};
     }
 
-    util::Expected<ServerUrl> parse_tcp(std::string_view rest, ServerUrl result) const {
-        const size_t slash = rest.find('/');
-        std::string_view hostport = rest.substr(0, slash);
+    // host[:port], host in brackets if IPv6.
+    util::Expected<Endpoint> parse_endpoint(std::string_view hostport, int default_port) const {
+        Endpoint result{{}, default_port};
         std::string_view port;
         bool has_port = false;
 
@@ -170,16 +173,61 @@ class UrlParser {
                 return error(util::format("bad port '{}'", port));
             result.port = *number;
         }
+        return result;
+    }
 
-        if (slash != std::string_view::npos) {
-            const std::string_view db = rest.substr(slash + 1);
-            if (!db.empty()) {
-                auto number = parse_number(db);
-                if (!number)
-                    return error(util::format("bad database '{}'", db));
-                result.db = *number;
-            }
+    // "/db" after the host part, if any.
+    util::Expected<void> parse_db(std::string_view rest, size_t slash, ServerUrl& result) const {
+        if (slash == std::string_view::npos)
+            return {};
+        const std::string_view db = rest.substr(slash + 1);
+        if (!db.empty()) {
+            auto number = parse_number(db);
+            if (!number)
+                return error(util::format("bad database '{}'", db));
+            result.db = *number;
         }
+        return {};
+    }
+
+    util::Expected<ServerUrl> parse_tcp(std::string_view rest, ServerUrl result) const {
+        const size_t slash = rest.find('/');
+        auto endpoint = parse_endpoint(rest.substr(0, slash), 6379);
+        if (!endpoint)
+            return std::unexpected(endpoint.error());
+        result.host = std::move(endpoint->host);
+        result.port = endpoint->port;
+        if (auto ok = parse_db(rest, slash, result); !ok)
+            return std::unexpected(ok.error());
+        return result;
+    }
+
+    // host[:port][,host[:port]...][/db]#MASTER, sentinels on port 26379 by default.
+    util::Expected<ServerUrl> parse_sentinel(std::string_view rest, ServerUrl result) const {
+        const size_t hash = rest.find('#');
+        if (hash == std::string_view::npos || hash + 1 == rest.size())
+            return error(
+                "name the master after '#', e.g. redis-sentinel://127.0.0.1:26379#mymaster");
+        result.master_name = rest.substr(hash + 1);
+        for (char c : result.master_name)
+            if (c <= 0x20 || c >= 0x7f)
+                return error("the master's name must be printable, without spaces");
+        rest = rest.substr(0, hash);
+        const size_t slash = rest.find('/');
+        std::string_view hosts = rest.substr(0, slash);
+        while (true) {
+            const size_t comma = hosts.find(',');
+            auto endpoint = parse_endpoint(hosts.substr(0, comma), 26379);
+            if (!endpoint)
+                return std::unexpected(endpoint.error());
+            result.sentinels.push_back(std::move(*endpoint));
+            if (comma == std::string_view::npos)
+                break;
+            hosts = hosts.substr(comma + 1);
+        }
+        result.port = 0;
+        if (auto ok = parse_db(rest, slash, result); !ok)
+            return std::unexpected(ok.error());
         return result;
     }
 
@@ -236,15 +284,27 @@ class UrlParser {
 
 } // namespace
 
+std::string Endpoint::display() const {
+    const bool ipv6 = host.find(':') != std::string::npos;
+    return ipv6 ? util::format("[{}]:{}", host, port) : util::format("{}:{}", host, port);
+}
+
 std::string ServerUrl::display() const {
     if (is_unix())
         return db != 0 ? util::format("unix:{}?db={}", socket_path, db)
                        : util::format("unix:{}", socket_path);
-    const bool ipv6 = host.find(':') != std::string::npos;
-    std::string out =
-        ipv6 ? util::format("[{}]:{}", host, port) : util::format("{}:{}", host, port);
+    std::string out;
+    if (is_sentinel()) {
+        out = "sentinel:";
+        for (size_t i = 0; i < sentinels.size(); ++i)
+            out += (i ? "," : "") + sentinels[i].display();
+    } else {
+        out = Endpoint{host, port}.display();
+    }
     if (db != 0)
         out += "/" + std::to_string(db);
+    if (is_sentinel())
+        out += "#" + master_name;
     return out;
 }
 
@@ -297,6 +357,17 @@ std::vector<std::string> resolved_addresses(const std::string& host) {
 } // namespace
 
 std::vector<std::string> server_identities(const ServerUrl& url, bool resolve) {
+    if (url.is_sentinel()) {
+        std::vector<std::string> out;
+        for (const auto& sentinel : url.sentinels) {
+            ServerUrl one;
+            one.host = sentinel.host;
+            one.port = sentinel.port;
+            for (const auto& id : server_identities(one, resolve))
+                out.push_back(util::format("sentinel:{}#{}", id, url.master_name));
+        }
+        return out;
+    }
     if (url.is_unix()) {
         std::error_code error;
         auto path = std::filesystem::weakly_canonical(url.socket_path, error);

@@ -2,6 +2,7 @@
 
 #include <array>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -10,6 +11,7 @@
 #include <sys/un.h>
 
 #include "util/format.hpp"
+#include "util/log.hpp"
 
 namespace redlock::redis {
 
@@ -19,8 +21,9 @@ std::string errno_text(int err) {
     return std::strerror(err);
 }
 
-// The RESP handshake that precedes the first request on a fresh connection.
-std::string handshake(const config::ServerUrl& url, int& replies) {
+// The RESP handshake that precedes the first request on a fresh connection: AUTH, SELECT,
+// then ASKING (after a cluster's ASK) or ROLE (a master the sentinels named), last.
+std::string handshake(const config::ServerUrl& url, bool asking, int& replies) {
     std::string out;
     replies = 0;
     if (url.password) {
@@ -39,12 +42,76 @@ std::string handshake(const config::ServerUrl& url, int& replies) {
         out += encode_command(argv);
         ++replies;
     }
+    if (asking || url.is_sentinel()) {
+        std::array<std::string_view, 1> argv{asking ? "ASKING" : "ROLE"};
+        out += encode_command(argv);
+        ++replies;
+    }
     return out;
+}
+
+// ROLE's first element: "master", "slave" or "sentinel".
+std::string_view role_of(const redisReply& reply) {
+    if (reply.type != REDIS_REPLY_ARRAY || reply.elements == 0 ||
+        reply.element[0]->type != REDIS_REPLY_STRING)
+        return "unknown";
+    return text(*reply.element[0]);
+}
+
+// The host and port of a MOVED or ASK error ("MOVED 3999 127.0.0.1:6381"); an empty host
+// (Redis 7 with an unknown preferred endpoint) means the host already connected to.
+std::optional<config::Endpoint> redirect_target(std::string_view error, const std::string& host) {
+    const size_t first = error.find(' ');
+    const size_t second = first == std::string_view::npos ? first : error.find(' ', first + 1);
+    if (second == std::string_view::npos)
+        return std::nullopt;
+    std::string_view target = error.substr(second + 1);
+    const size_t colon = target.rfind(':');
+    if (colon == std::string_view::npos)
+        return std::nullopt;
+    int port = 0;
+    auto digits = target.substr(colon + 1);
+    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), port);
+    if (ec != std::errc{} || end != digits.data() + digits.size() || port < 1 || port > 65535)
+        return std::nullopt;
+    std::string_view name = target.substr(0, colon);
+    if (name.starts_with('[') && name.ends_with(']'))
+        name = name.substr(1, name.size() - 2);
+    return config::Endpoint{name.empty() ? host : std::string(name), port};
 }
 
 } // namespace
 
 Connection::Connection(config::ServerConfig server) : m_server(std::move(server)) {}
+Connection::Connection(Connection&&) noexcept = default;
+Connection& Connection::operator=(Connection&&) noexcept = default;
+Connection::~Connection() = default;
+
+bool Connection::lookup(const std::string& host, int port, std::vector<Address>& out) {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICHOST; // numeric hosts, the common case, never touch DNS
+    addrinfo* found = nullptr;
+    auto service = std::to_string(port);
+    int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &found);
+    if (rc == EAI_NONAME) {
+        // A host name: AI_ADDRCONFIG skips address families this host cannot reach. Not
+        // for literals, where it only costs a netlink round trip.
+        hints.ai_flags = AI_ADDRCONFIG;
+        rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &found);
+    }
+    if (rc != 0)
+        return false;
+    for (auto* ai = found; ai; ai = ai->ai_next) {
+        Address address{};
+        std::memcpy(&address.addr, ai->ai_addr, ai->ai_addrlen);
+        address.length = ai->ai_addrlen;
+        out.push_back(address);
+    }
+    ::freeaddrinfo(found);
+    return !out.empty();
+}
 
 bool Connection::resolve() {
     if (!m_addresses.empty())
@@ -62,54 +129,34 @@ bool Connection::resolve() {
         if (url.socket_path.size() >= sizeof(sun.sun_path))
             return false;
         std::memcpy(sun.sun_path, url.socket_path.c_str(), url.socket_path.size() + 1);
-        sockaddr_storage ss{};
-        std::memcpy(&ss, &sun, sizeof sun);
-        m_addresses.push_back(ss);
-        m_address_lengths.push_back(static_cast<socklen_t>(sizeof sun));
+        Address address{};
+        std::memcpy(&address.addr, &sun, sizeof sun);
+        address.length = static_cast<socklen_t>(sizeof sun);
+        m_addresses.push_back(address);
         m_resolve_failed = false;
         return true;
     }
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = 0;
-    addrinfo* found = nullptr;
-    auto port = std::to_string(url.port);
-    // Numeric hosts are the common case and never touch DNS.
-    hints.ai_flags |= AI_NUMERICHOST;
-    int rc = ::getaddrinfo(url.host.c_str(), port.c_str(), &hints, &found);
-    if (rc == EAI_NONAME) {
-        // A host name: AI_ADDRCONFIG skips address families this host cannot reach. Not
-        // for literals, where it only costs a netlink round trip.
-        hints.ai_flags = AI_ADDRCONFIG;
-        rc = ::getaddrinfo(url.host.c_str(), port.c_str(), &hints, &found);
-    }
-    if (rc != 0)
-        return false;
-    for (auto* ai = found; ai; ai = ai->ai_next) {
-        sockaddr_storage ss{};
-        std::memcpy(&ss, ai->ai_addr, ai->ai_addrlen);
-        m_addresses.push_back(ss);
-        m_address_lengths.push_back(ai->ai_addrlen);
-    }
-    ::freeaddrinfo(found);
-    m_resolve_failed = m_addresses.empty();
+    m_resolve_failed = !lookup(url.host, url.port, m_addresses);
     return !m_resolve_failed;
 }
 
 void Connection::start_pipelined(std::string command, size_t trailing, Clock::time_point now) {
-    start(std::move(command), {}, now);
-    if (m_busy) // not failed at once
-        m_trailing = trailing;
+    begin(std::move(command), {}, trailing, now);
 }
 
 void Connection::start(std::string command, std::string noscript_fallback, Clock::time_point now) {
+    begin(std::move(command), std::move(noscript_fallback), 0, now);
+}
+
+void Connection::begin(std::string command, std::string noscript_fallback, size_t trailing,
+                       Clock::time_point now) {
     if (m_busy)
         drop(); // a request still in flight: its reply must not be taken for this one's
     m_outcome.reset();
-    m_trailing = 0;
+    m_trailing = m_request_trailing = trailing;
     m_first_reply.reset();
     m_trailing_replies.clear();
+    m_redirects = 0;
     m_busy = true;
     m_started = now;
     m_fallback = std::move(noscript_fallback);
@@ -117,6 +164,7 @@ void Connection::start(std::string command, std::string noscript_fallback, Clock
     // script goes as EVAL from then on.
     if (m_evalsha_refused && !m_fallback.empty())
         command = std::exchange(m_fallback, {});
+    m_request = command;
 
     if (m_fd) {
         // An idle connection has nothing to say; if it is readable, the server closed it
@@ -132,24 +180,105 @@ void Connection::start(std::string command, std::string noscript_fallback, Clock
         flush(now);
         return;
     }
-
+    if (m_server.url.is_sentinel()) {
+        // Each connect asks where the master is now: that is how a failover is followed.
+        m_out = std::move(command); // sent once a sentinel answered
+        m_sentinel_asked = 0;
+        m_sentinel_errors.clear();
+        m_node.clear();
+        m_addresses.clear();
+        ask_sentinel(now);
+        return;
+    }
     if (!resolve()) {
         fail(FailureKind::connect,
              m_server.url.is_unix() ? "socket path too long" : "cannot resolve host name", now);
         return;
     }
-    m_out = handshake(m_server.url, m_handshake_replies);
+    open(std::move(command), now);
+}
+
+void Connection::open(std::string command, Clock::time_point now) {
+    m_out = handshake(m_server.url, m_asking, m_handshake_replies);
+    m_check_role = m_server.url.is_sentinel();
     m_out += command;
     m_out_offset = 0;
     m_address_index = 0;
     connect_next_address(now);
 }
 
+void Connection::ask_sentinel(Clock::time_point now) {
+    const auto& sentinels = m_server.url.sentinels;
+    while (m_sentinel_asked < sentinels.size()) {
+        const auto& sentinel = sentinels[(m_sentinel_first + m_sentinel_asked) % sentinels.size()];
+        ++m_sentinel_asked;
+        config::ServerConfig asked;
+        asked.url.host = sentinel.host;
+        asked.url.port = sentinel.port;
+        asked.url.username = m_server.sentinel_username;
+        asked.url.password = m_server.sentinel_password;
+        asked.connect_timeout = m_server.connect_timeout;
+        asked.command_timeout = m_server.command_timeout;
+        m_sentinel = std::make_unique<Connection>(std::move(asked));
+        std::array<std::string_view, 3> argv{"SENTINEL", "GET-MASTER-ADDR-BY-NAME",
+                                             m_server.url.master_name};
+        m_sentinel->start(encode_command(argv), {}, now);
+        if (m_sentinel->busy())
+            return;
+        on_sentinel_answer(now); // failed at once: the next one
+        return;
+    }
+    m_sentinel.reset();
+    fail(FailureKind::connect,
+         util::format("no sentinel gave the address of master '{}': {}", m_server.url.master_name,
+                      m_sentinel_errors),
+         now);
+}
+
+void Connection::on_sentinel_answer(Clock::time_point now) {
+    const auto sentinel = m_sentinel->name();
+    const auto& outcome = *m_sentinel->outcome();
+    std::string problem;
+    if (outcome.failure) {
+        problem = outcome.failure->detail;
+    } else if (const auto& reply = *outcome.reply; is_error(reply)) {
+        problem = std::string(text(reply));
+    } else if (reply.type != REDIS_REPLY_ARRAY || reply.elements != 2 ||
+               reply.element[0]->type != REDIS_REPLY_STRING ||
+               reply.element[1]->type != REDIS_REPLY_STRING) {
+        problem = reply.type == REDIS_REPLY_NIL
+                      ? util::format("does not know master '{}'", m_server.url.master_name)
+                      : "unexpected reply " + describe(reply);
+    } else {
+        config::Endpoint master{std::string(text(*reply.element[0])), 0};
+        auto port = text(*reply.element[1]);
+        auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), master.port);
+        if (ec != std::errc{} || end != port.data() + port.size())
+            problem = "unexpected port " + describe(*reply.element[1]);
+        else if (!lookup(master.host, master.port, m_addresses))
+            problem = util::format("names master {} that does not resolve", master.display());
+        else {
+            m_sentinel_first =
+                (m_sentinel_first + m_sentinel_asked - 1) % m_server.url.sentinels.size();
+            m_sentinel.reset();
+            m_node = master.display();
+            util::log::verbose("{}: sentinel {} names {} as master '{}'", name(), sentinel, m_node,
+                               m_server.url.master_name);
+            open(std::exchange(m_out, {}), now);
+            return;
+        }
+    }
+    if (!m_sentinel_errors.empty())
+        m_sentinel_errors += "; ";
+    m_sentinel_errors += util::format("{}: {}", sentinel, problem);
+    ask_sentinel(now);
+}
+
 void Connection::connect_next_address(Clock::time_point now) {
     int last_error = 0;
     while (m_address_index < m_addresses.size()) {
-        const auto& addr = m_addresses[m_address_index];
-        socklen_t len = m_address_lengths[m_address_index];
+        const auto& addr = m_addresses[m_address_index].addr;
+        socklen_t len = m_addresses[m_address_index].length;
         ++m_address_index;
         util::UniqueFd fd(::socket(addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
         if (!fd) {
@@ -180,7 +309,22 @@ void Connection::connect_next_address(Clock::time_point now) {
     fail(FailureKind::connect, errno_text(last_error ? last_error : ECONNREFUSED), now);
 }
 
+int Connection::fd() const {
+    return m_sentinel ? m_sentinel->fd() : m_fd.get();
+}
+
+Clock::time_point Connection::deadline() const {
+    return m_sentinel ? m_sentinel->deadline() : m_deadline;
+}
+
+bool Connection::unsent() const {
+    return m_busy && (m_sentinel ||
+                      (m_fd && (m_connecting || m_tls_handshake || m_out_offset < m_out.size())));
+}
+
 short Connection::poll_events() const {
+    if (m_sentinel)
+        return m_sentinel->poll_events();
     if (m_connecting)
         return POLLOUT;
     if (m_tls_handshake)
@@ -231,6 +375,12 @@ bool Connection::idle_still_usable() {
 }
 
 void Connection::on_events(short revents, Clock::time_point now) {
+    if (m_busy && m_sentinel) {
+        m_sentinel->on_events(revents, now);
+        if (!m_sentinel->busy())
+            on_sentinel_answer(now);
+        return;
+    }
     if (!m_busy || !m_fd)
         return;
     if (m_connecting) {
@@ -373,14 +523,34 @@ void Connection::handle_reply(ReplyPtr reply, Clock::time_point now) {
                      now);
             else
                 fail(FailureKind::setup, std::string(text(*reply)), now);
+        } else if (m_handshake_replies == 0 && m_check_role && role_of(*reply) != "master") {
+            fail(FailureKind::setup,
+                 util::format("the sentinels name it master '{}', but it is a {} (ROLE); a "
+                              "failover in progress?",
+                              m_server.url.master_name, role_of(*reply)),
+                 now);
         }
         return;
+    }
+    if (is_error(*reply)) {
+        auto error = text(*reply);
+        if (error.starts_with("MOVED ") || error.starts_with("ASK ")) {
+            redirect(error, now);
+            return;
+        }
+        // A master demoted to a replica (a failover) refuses writes: a failure, so that
+        // the connection is dropped and the next one goes where the master is now.
+        if (error.starts_with("READONLY")) {
+            fail(FailureKind::setup, util::format("it is a replica now: {}", error), now);
+            return;
+        }
     }
     if (is_error(*reply) && !m_fallback.empty() && refuses_evalsha(text(*reply)))
         m_evalsha_refused = true;
     if (is_error(*reply) && !m_fallback.empty() &&
         (text(*reply).starts_with("NOSCRIPT") || m_evalsha_refused)) {
         m_out = std::exchange(m_fallback, {});
+        m_request = m_out;
         m_out_offset = 0;
         flush(now);
         return;
@@ -402,6 +572,47 @@ void Connection::handle_reply(ReplyPtr reply, Clock::time_point now) {
     finish(std::move(outcome));
 }
 
+void Connection::redirect(std::string_view error, Clock::time_point now) {
+    const bool ask = error.starts_with("ASK ");
+    const auto target = redirect_target(error, m_node.empty() ? m_server.url.host : m_node);
+    if (!target) {
+        fail(FailureKind::protocol, util::format("unexpected redirection: {}", error), now);
+        return;
+    }
+    if (++m_redirects > k_max_redirects) {
+        fail(FailureKind::setup,
+             util::format("more than {} cluster redirections (the last: {})", k_max_redirects,
+                          error),
+             now);
+        return;
+    }
+    std::vector<Address> addresses;
+    if (!lookup(target->host, target->port, addresses)) {
+        fail(FailureKind::connect,
+             util::format("cannot resolve {} (from the cluster's {})", target->display(), error),
+             now);
+        return;
+    }
+    drop();
+    if (ask) { // this request only: the slot is being imported there
+        if (m_ask_home.empty())
+            m_ask_home = std::exchange(m_addresses, std::move(addresses));
+        else
+            m_addresses = std::move(addresses);
+        m_asking = true;
+    } else { // the slot's owner, for this request and the ones after it
+        m_addresses = std::move(addresses);
+        m_ask_home.clear();
+        m_asking = false;
+        m_moved = true;
+        m_node = target->display();
+    }
+    m_trailing = m_request_trailing;
+    m_first_reply.reset();
+    m_trailing_replies.clear();
+    open(m_request, now);
+}
+
 // A TLS port answers a plain request by closing or resetting the connection (Redis logs
 // "wrong version number"), before any reply.
 std::string Connection::tls_port_hint() const {
@@ -419,6 +630,12 @@ std::string Connection::client_certificate_hint() const {
 }
 
 void Connection::on_deadline(Clock::time_point now) {
+    if (m_busy && m_sentinel) {
+        m_sentinel->on_deadline(now);
+        if (!m_sentinel->busy())
+            on_sentinel_answer(now);
+        return;
+    }
     if (m_busy && now >= m_deadline)
         fail(FailureKind::timeout,
              m_connecting      ? "connect timed out"
@@ -443,6 +660,15 @@ Connection::Stream Connection::detach() {
 void Connection::fail(FailureKind kind, std::string detail, Clock::time_point now) {
     Outcome outcome;
     outcome.written = m_fd && !m_connecting && m_out_offset >= m_out.size();
+    if (!m_node.empty() && !m_sentinel)
+        detail = util::format("{} {}: {}", m_moved ? "node" : "master", m_node, detail);
+    // A slot owner learned from MOVED that fails: the next request asks the configured node
+    // again, which knows the owner after a cluster failover.
+    if (m_moved && kind != FailureKind::abandoned) {
+        m_addresses.clear();
+        m_moved = false;
+        m_node.clear();
+    }
     drop();
     outcome.latency = now - m_started;
     outcome.failure = Failure{kind, std::move(detail)};
@@ -452,9 +678,15 @@ void Connection::fail(FailureKind kind, std::string detail, Clock::time_point no
 void Connection::finish(Outcome outcome) {
     m_busy = false;
     m_outcome = std::move(outcome);
+    if (!m_ask_home.empty()) { // an ASK target serves one request: back to the owner
+        drop();
+        m_addresses = std::exchange(m_ask_home, {});
+    }
+    m_asking = false;
 }
 
 void Connection::drop() {
+    m_sentinel.reset();
     m_fd.reset();
     m_reader.reset();
     m_connecting = false;

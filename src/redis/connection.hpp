@@ -6,8 +6,19 @@
 // A connection carries one request at a time. It connects lazily, pipelines AUTH and SELECT
 // in front of the first request, and is dropped after any failure (the next request
 // reconnects), so a server that comes back is used again without a restart.
+//
+// Two kinds of server move under us, and a connection follows them:
+// - redis-sentinel://: each connect first asks the sentinels (one after another, the last
+//   that answered first) for the master's address, and checks with ROLE, pipelined in the
+//   handshake, that it is a master. A failover is followed at the next connect: the old
+//   master's connection fails (killed, or a READONLY reply once it is a replica).
+// - a Redis Cluster node: a MOVED reply sends the request again to the slot's owner, which
+//   later requests go to directly (back to the configured node if it fails); an ASK reply
+//   sends it once, after ASKING, to the node importing the slot. At most
+//   k_max_redirects per request.
 
 #include <chrono>
+#include <memory>
 #include <optional>
 #include <string>
 #include <sys/socket.h>
@@ -52,9 +63,14 @@ struct Outcome {
     bool written = true;
 };
 
+inline constexpr int k_max_redirects = 5;
+
 class Connection {
   public:
     explicit Connection(config::ServerConfig server);
+    Connection(Connection&&) noexcept;
+    Connection& operator=(Connection&&) noexcept;
+    ~Connection();
 
     [[nodiscard]] const config::ServerConfig& server() const { return m_server; }
     [[nodiscard]] std::string name() const { return m_server.url.display(); }
@@ -67,14 +83,15 @@ class Connection {
     void start_pipelined(std::string command, size_t trailing, Clock::time_point now);
 
     [[nodiscard]] bool busy() const { return m_busy; }
-    [[nodiscard]] int fd() const { return m_fd.get(); }
+    [[nodiscard]] int fd() const;
     [[nodiscard]] short poll_events() const;
-    [[nodiscard]] Clock::time_point deadline() const { return m_deadline; }
-    // A request whose bytes have not all left yet (still connecting, in the TLS
-    // handshake, or writing).
-    [[nodiscard]] bool unsent() const {
-        return m_busy && m_fd && (m_connecting || m_tls_handshake || m_out_offset < m_out.size());
-    }
+    [[nodiscard]] Clock::time_point deadline() const;
+    // A request whose bytes have not all left yet (asking a sentinel, still connecting, in
+    // the TLS handshake, or writing).
+    [[nodiscard]] bool unsent() const;
+    // Where requests go now, when that is not the URL's host: the master the sentinels
+    // named, or the cluster node a MOVED reply named ("host:port"); else empty.
+    [[nodiscard]] const std::string& current_node() const { return m_node; }
 
     // Progress after poll() reported `revents` on fd(), or after the deadline passed.
     void on_events(short revents, Clock::time_point now);
@@ -97,8 +114,21 @@ class Connection {
     [[nodiscard]] Stream detach();
 
   private:
+    struct Address {
+        sockaddr_storage addr;
+        socklen_t length;
+    };
+
+    static bool lookup(const std::string& host, int port, std::vector<Address>& out);
+    void begin(std::string command, std::string noscript_fallback, size_t trailing,
+               Clock::time_point now);
     void connect_next_address(Clock::time_point now);
     bool resolve();
+    // Connects to m_addresses and sends the handshake, then `command`.
+    void open(std::string command, Clock::time_point now);
+    void ask_sentinel(Clock::time_point now);
+    void on_sentinel_answer(Clock::time_point now);
+    void redirect(std::string_view error, Clock::time_point now);
     void finish(Outcome outcome);
     void fail(FailureKind kind, std::string detail, Clock::time_point now);
     void drop();
@@ -114,10 +144,25 @@ class Connection {
     void handle_reply(ReplyPtr reply, Clock::time_point now);
 
     config::ServerConfig m_server;
-    std::vector<sockaddr_storage> m_addresses; // resolved once, tried in order
-    std::vector<socklen_t> m_address_lengths;
+    std::vector<Address> m_addresses; // resolved once, tried in order
     size_t m_address_index = 0;
     bool m_resolve_failed = false;
+    std::string m_node; // see current_node()
+
+    // redis-sentinel://
+    std::unique_ptr<Connection> m_sentinel; // the question to a sentinel, while it runs
+    size_t m_sentinel_first = 0;            // asked first: the last that answered
+    size_t m_sentinel_asked = 0;            // sentinels asked for this connect
+    std::string m_sentinel_errors;
+    bool m_check_role = false; // the last handshake reply is ROLE's
+
+    // Redis Cluster
+    std::string m_request; // as sent, for a redirection to send again
+    size_t m_request_trailing = 0;
+    int m_redirects = 0;             // for this request
+    bool m_moved = false;            // m_addresses are a slot owner's, from MOVED
+    std::vector<Address> m_ask_home; // the addresses to go back to after an ASK
+    bool m_asking = false;           // ASKING goes in the handshake
 
     util::UniqueFd m_fd;
     ReaderPtr m_reader;

@@ -167,10 +167,47 @@ TEST_CASE("rediss is redis over tls, with the same parts") {
     CHECK(error_of("rediss://:pw@h:x") == "invalid server url 'rediss://:***@h:x': bad port 'x'");
 }
 
+TEST_CASE("a sentinel url lists sentinels, port 26379 by default, and names the master") {
+    auto url = parsed("redis-sentinel://:pw@10.0.0.1,10.0.0.2:26380,[::1]/2#orders");
+    CHECK(url.is_sentinel());
+    CHECK(url.master_name == "orders");
+    REQUIRE(url.sentinels.size() == 3);
+    CHECK(url.sentinels[0].host == "10.0.0.1");
+    CHECK(url.sentinels[0].port == 26379);
+    CHECK(url.sentinels[1].port == 26380);
+    CHECK(url.sentinels[2].host == "::1");
+    CHECK(url.db == 2);
+    CHECK(url.password == "pw"); // the master's
+    CHECK(url.display() == "sentinel:10.0.0.1:26379,10.0.0.2:26380,[::1]:26379/2#orders");
+    CHECK_FALSE(parsed("redis://h").is_sentinel());
+}
+
+TEST_CASE("a sentinel url without a master or with a bad sentinel is refused") {
+    CHECK(error_of("redis-sentinel://h") ==
+          "invalid server url 'redis-sentinel://h': name the master after '#', e.g. "
+          "redis-sentinel://127.0.0.1:26379#mymaster");
+    CHECK(error_of("redis-sentinel://h#") ==
+          "invalid server url 'redis-sentinel://h#': name the master after '#', e.g. "
+          "redis-sentinel://127.0.0.1:26379#mymaster");
+    CHECK(error_of("redis-sentinel://h,:1#m") ==
+          "invalid server url 'redis-sentinel://h,:1#m': missing host");
+    CHECK(error_of("redis-sentinel://h:0#m") ==
+          "invalid server url 'redis-sentinel://h:0#m': bad port '0'");
+}
+
+TEST_CASE("two sentinel urls sharing a sentinel and the master are one server") {
+    using redlock::config::server_identities;
+    auto a = server_identities(parsed("redis-sentinel://127.0.0.1,10.0.0.9#m"), false);
+    auto b = server_identities(parsed("redis-sentinel://127.0.0.1:26379#m"), false);
+    auto c = server_identities(parsed("redis-sentinel://127.0.0.1#other"), false);
+    CHECK(std::ranges::find(a, b[0]) != a.end());
+    CHECK(std::ranges::find(a, c[0]) == a.end());
+}
+
 TEST_CASE("an unknown scheme is named together with the accepted ones") {
     CHECK(error_of("http://h") ==
-          "invalid server url 'http://h': unsupported scheme 'http' (expected redis://, rediss:// "
-          "or unix://)");
+          "invalid server url 'http://h': unsupported scheme 'http' (expected redis://, rediss://, "
+          "unix:// or redis-sentinel://)");
     CHECK(error_of("localhost:6379") ==
           "invalid server url 'localhost:6379': expected redis://host[:port][/db] or "
           "unix:///path/to/redis.sock");

@@ -407,6 +407,35 @@ class RedisServer:
             return c.execute(*args)
 
 
+class SentinelServer(RedisServer):
+    """A Redis Sentinel on loopback monitoring MASTER (a RedisServer) as `name`, with
+    quorum 1 and the shortest timeouts, so that it fails over about a second after the
+    master stops answering."""
+
+    def __init__(self, master, name="mymaster", extra_config=""):
+        self.master = master
+        self.name = name
+        self.extra_config = extra_config
+        super().__init__()
+
+    def _command_line(self):
+        conf = os.path.join(self.dir, "sentinel.conf")
+        with open(conf, "w") as f:  # sentinel rewrites it: written afresh at each start
+            f.write(f"port {self.port}\nbind 127.0.0.1\ndir {self.dir}\n"
+                    f"sentinel monitor {self.name} 127.0.0.1 {self.master.port} 1\n"
+                    f"sentinel down-after-milliseconds {self.name} 1000\n"
+                    f"sentinel failover-timeout {self.name} 5000\n{self.extra_config}")
+        return [REDIS_SERVER_BIN, conf, "--sentinel"]
+
+    def master_address(self):
+        reply = self.command("SENTINEL", "get-master-addr-by-name", self.name)
+        return None if reply is None else (str(reply[0]), int(reply[1]))
+
+    def url(self, *sentinels):
+        hosts = ",".join([f"127.0.0.1:{self.port}", *sentinels])
+        return f"redis-sentinel://{hosts}#{self.name}"
+
+
 class FakeRedis:
     """A hostile "Redis server" on loopback: it reads RESP commands and answers each with
     reply(args), args being the command's words as bytes, the answer raw RESP bytes (None

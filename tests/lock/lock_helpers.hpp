@@ -25,7 +25,7 @@ server_config(const std::string& url,
               std::chrono::milliseconds connect_timeout = std::chrono::seconds(2)) {
     auto parsed = config::parse_server_url(url);
     REQUIRE_MESSAGE(parsed, url);
-    return config::ServerConfig{*parsed, connect_timeout, command_timeout, {}, {}, 0};
+    return config::ServerConfig{*parsed, connect_timeout, command_timeout, {}, {}, 0, {}, {}};
 }
 
 // One renewal round, driven through add_pollfds/dispatch until it is decided.

@@ -28,7 +28,7 @@ ServerConfig server_config(const std::string& url, std::chrono::milliseconds com
                            std::chrono::milliseconds connect_timeout = 5s) {
     auto parsed = redlock::config::parse_server_url(url);
     REQUIRE_MESSAGE(parsed, url);
-    return ServerConfig{*parsed, connect_timeout, command_timeout, {}, {}, 0};
+    return ServerConfig{*parsed, connect_timeout, command_timeout, {}, {}, 0, {}, {}};
 }
 
 std::string encode(std::vector<std::string_view> argv) {
