@@ -4,9 +4,11 @@
 #include <array>
 #include <cmath>
 
+#include "doctor/acl.hpp"
 #include "lock/scripts.hpp"
 #include "redis/fanout.hpp"
 #include "util/format.hpp"
+#include "util/random.hpp"
 
 namespace redlock::doctor {
 
@@ -69,6 +71,224 @@ void ask(std::span<Connection> conns, const std::vector<ServerReport>& reports,
         if (reports[i].reachable)
             conns[i].start(command, {}, now);
     (void)redis::wait(conns, [] { return false; });
+}
+
+// One reply, kept once the connection has moved on.
+struct Answer {
+    bool error = false;
+    std::string text;
+    std::optional<long long> integer;
+};
+
+Answer answer(const redisReply& r) {
+    Answer a{redis::is_error(r), std::string(redis::text(r)), std::nullopt};
+    if (r.type == REDIS_REPLY_INTEGER)
+        a.integer = r.integer;
+    return a;
+}
+
+// As ask, but each server gets its own pipeline of commands (none: not asked), in one
+// round trip. The answers in order; none for a server that failed (recorded on its report).
+std::vector<std::vector<Answer>> ask_pipelines(std::span<Connection> conns,
+                                               std::vector<ServerReport>& reports,
+                                               const std::vector<std::vector<Argv>>& pipelines) {
+    std::vector<bool> asked(conns.size());
+    auto now = redis::Clock::now();
+    for (size_t i = 0; i < conns.size(); ++i) {
+        if (!reports[i].reachable || pipelines[i].empty())
+            continue;
+        std::string command;
+        for (const auto& argv : pipelines[i]) {
+            std::vector<std::string_view> parts(argv.begin(), argv.end());
+            command += redis::encode_command(parts);
+        }
+        conns[i].start_pipelined(std::move(command), pipelines[i].size() - 1, now);
+        asked[i] = true;
+    }
+    (void)redis::wait(conns, [] { return false; });
+    std::vector<std::vector<Answer>> answers(conns.size());
+    for (size_t i = 0; i < conns.size(); ++i) {
+        if (!asked[i])
+            continue;
+        const auto* first = reply_of(conns[i], reports[i]);
+        if (!first)
+            continue;
+        answers[i].push_back(answer(*first));
+        for (const auto& r : conns[i].outcome()->trailing)
+            answers[i].push_back(answer(*r));
+        if (answers[i].size() != pipelines[i].size())
+            answers[i].clear();
+    }
+    return answers;
+}
+
+// The ACL refusals among the answers to `probes`.
+void collect_refusals(const std::vector<AclProbe>& probes, const std::vector<Answer>& answers,
+                      bool dryrun, std::vector<AclFinding>& findings) {
+    for (size_t j = 0; j < probes.size() && j < answers.size(); ++j) {
+        const auto& a = answers[j];
+        if (dryrun ? a.text == "OK" : !a.error)
+            continue;
+        if (auto refusal = parse_acl_refusal(a.text))
+            findings.push_back({&probes[j], *refusal});
+        else if (dryrun) // a refusal in words we do not know: the command, unnamed
+            findings.push_back({&probes[j], {AclRefusal::Kind::command, {}}});
+    }
+}
+
+std::string upper_name(std::string_view name) {
+    std::string out;
+    for (char c : name)
+        out.push_back(static_cast<char>(std::toupper(static_cast<unsigned char>(c))));
+    return out;
+}
+
+// The last `direct` findings are refusals of commands sent alone: where they name a
+// command that a refused script calls, they replace that script's "one of" with it.
+void narrow_script_refusals(std::vector<AclFinding>& findings, size_t direct) {
+    const size_t first_direct = findings.size() >= direct ? findings.size() - direct : 0;
+    std::vector<AclFinding> out;
+    std::vector<AclFinding> named;
+    for (size_t j = first_direct; j < findings.size(); ++j)
+        if (findings[j].refusal.kind == AclRefusal::Kind::command)
+            named.push_back(findings[j]);
+    for (size_t j = 0; j < first_direct; ++j) {
+        const auto& f = findings[j];
+        bool explained = false;
+        if (f.refusal.kind == AclRefusal::Kind::command && f.refusal.name.empty())
+            for (const auto& d : named)
+                for (auto call : f.probe->calls)
+                    if (call == d.refusal.name) {
+                        out.push_back({f.probe, d.refusal});
+                        explained = true;
+                    }
+        if (!explained)
+            out.push_back(f);
+    }
+    findings = std::move(out);
+}
+
+// The acl check: every command redlock sends, asked of the server with ACL DRYRUN for the
+// configured user where it allows that, else tried on a probe lock (see doctor/acl.hpp).
+// Sent last: the probing ends with a SUBSCRIBE.
+void check_acl(std::span<Connection> conns, std::vector<ServerReport>& reports,
+               std::string_view prefix) {
+    const size_t n = conns.size();
+    const ProbeKeys keys(prefix);
+    std::vector<std::string> users(n);
+    std::vector<std::vector<AclProbe>> dryrun(n);
+    std::vector<std::vector<Argv>> pipelines(n);
+    for (size_t i = 0; i < n; ++i) {
+        if (!reports[i].reachable)
+            continue;
+        // AUTH with a password alone authenticates as "default".
+        users[i] = conns[i].server().url.username.value_or("default");
+        dryrun[i] = acl_dryrun_probes(keys, conns[i].server());
+        for (const auto& p : dryrun[i]) {
+            Argv argv{"ACL", "DRYRUN", users[i]};
+            argv.insert(argv.end(), p.argv.begin(), p.argv.end());
+            pipelines[i].push_back(std::move(argv));
+        }
+    }
+    auto answers = ask_pipelines(conns, reports, pipelines);
+
+    std::vector<std::vector<AclFinding>> findings(n);
+    std::vector<bool> probing(n);
+    for (size_t i = 0; i < n; ++i) {
+        if (!reports[i].reachable || answers[i].empty())
+            continue;
+        // An error reply is DRYRUN itself refused (NOPERM), unknown (Redis 6), or the user
+        // unknown by that name: try the commands instead.
+        probing[i] = std::ranges::any_of(answers[i], [](const Answer& a) { return a.error; });
+        if (!probing[i])
+            collect_refusals(dryrun[i], answers[i], true, findings[i]);
+    }
+
+    const std::string token = util::random_token();
+    std::vector<std::vector<AclProbe>> round1(n), round2(n), subscribe(n);
+    auto probe_round = [&](std::vector<std::vector<AclProbe>>& probes, auto make,
+                           size_t trailing_unsubscribe) {
+        std::vector<std::vector<Argv>> pipes(n);
+        for (size_t i = 0; i < n; ++i) {
+            if (!probing[i] || !reports[i].reachable)
+                continue;
+            probes[i] = make(i);
+            for (const auto& p : probes[i])
+                pipes[i].push_back(p.argv);
+            if (trailing_unsubscribe > 0)
+                pipes[i].push_back({"UNSUBSCRIBE", keys.channel});
+        }
+        auto got = ask_pipelines(conns, reports, pipes);
+        for (size_t i = 0; i < n; ++i)
+            if (probing[i])
+                collect_refusals(probes[i], got[i], false, findings[i]);
+        return got;
+    };
+    auto first = probe_round(
+        round1, [&](size_t i) { return acl_probe_round1(keys, conns[i].server(), token); }, 0);
+    (void)probe_round(
+        round2,
+        [&](size_t i) {
+            long long fence = !first[i].empty() && first[i][0].integer ? *first[i][0].integer : 1;
+            return acl_probe_round2(keys, token, fence);
+        },
+        0);
+    // A script refused one of its commands without saying which. Queued inside MULTI
+    // (where the ACL is checked as each is queued) and then discarded, each of them
+    // names itself without running; without MULTI the verdict names the script's list.
+    std::vector<std::vector<AclProbe>> direct(n);
+    std::vector<std::vector<Argv>> multi(n);
+    for (size_t i = 0; i < n; ++i) {
+        if (!probing[i])
+            continue;
+        for (const auto& f : findings[i]) {
+            if (f.refusal.kind != AclRefusal::Kind::command || !f.refusal.name.empty())
+                continue;
+            for (auto call : f.probe->calls) {
+                auto it = std::ranges::find_if(dryrun[i], [&](const AclProbe& p) {
+                    return p.argv.front() == upper_name(call);
+                });
+                if (it != dryrun[i].end() && std::ranges::none_of(direct[i], [&](const auto& d) {
+                        return d.argv.front() == it->argv.front();
+                    }))
+                    direct[i].push_back(*it);
+            }
+        }
+        if (!direct[i].empty())
+            multi[i].push_back({"MULTI"});
+    }
+    auto in_multi = ask_pipelines(conns, reports, multi);
+    std::vector<std::vector<Argv>> queued(n);
+    for (size_t i = 0; i < n; ++i) {
+        if (in_multi[i].empty() || in_multi[i][0].error) {
+            direct[i].clear();
+            continue;
+        }
+        for (const auto& p : direct[i])
+            queued[i].push_back(p.argv);
+        queued[i].push_back({"DISCARD"});
+    }
+    auto got = ask_pipelines(conns, reports, queued);
+    for (size_t i = 0; i < n; ++i) {
+        const size_t before = findings[i].size();
+        collect_refusals(direct[i], got[i], false, findings[i]);
+        narrow_script_refusals(findings[i], findings[i].size() - before);
+    }
+
+    // Last: a refused UNSUBSCRIBE would leave the connection subscribed.
+    (void)probe_round(
+        subscribe, [&](size_t) { return std::vector<AclProbe>{acl_subscribe_probe(keys)}; }, 1);
+
+    for (size_t i = 0; i < n; ++i) {
+        if (!reports[i].reachable || (answers[i].empty() && !probing[i]))
+            continue;
+        const auto features = acl_features(conns[i].server());
+        reports[i].acl = acl_verdict(
+            users[i],
+            probing[i] ? util::format("probed on {}: ACL DRYRUN is not allowed", keys.lock)
+                       : std::string("checked with ACL DRYRUN"),
+            features, findings[i], keys);
+    }
 }
 
 void config_get(std::span<Connection> conns, std::vector<ServerReport>& reports,
@@ -312,11 +532,15 @@ std::vector<ServerReport> examine(std::span<Connection> conns, std::chrono::mill
         }
     }
 
+    check_acl(conns, reports, prefix);
+
     for (size_t i = 0; i < reports.size(); ++i) {
         auto& r = reports[i];
         if (!r.reachable)
             continue;
         judge(r, ttl, conns[i].server());
+        if (r.acl)
+            r.checks.push_back(*r.acl);
         // How the connection is protected: TLS verified, TLS unverified, or none.
         const auto& server = conns[i].server();
         if (!server.url.tls)

@@ -1,7 +1,8 @@
 #pragma once
 // `redlock doctor`: checks each configured server for what makes a lock unsafe in normal
 // operation (an eviction policy that can drop lock keys, replication, clock offset,
-// scripts that do not load) and for what depends on how servers restart (persistence).
+// scripts that do not load, an ACL that refuses what locking needs) and for what depends on
+// how servers restart (persistence).
 
 #include <chrono>
 #include <optional>
@@ -19,7 +20,7 @@ enum class Level { ok, note, risk };
 [[nodiscard]] const char* level_name(Level level);
 
 struct Check {
-    std::string name; // "eviction", "replication", "clock", "persistence", "scripts"
+    std::string name; // "eviction", "replication", "clock", "persistence", "scripts", "acl"
     Level level = Level::ok;
     std::string message;
 };
@@ -40,6 +41,7 @@ struct ServerReport {
     std::optional<std::string> appendfsync;
     bool scripts_ok = false;     // EVAL of a lock script runs
     std::string evalsha_refused; // the error when EVALSHA itself is refused
+    std::optional<Check> acl;    // what the user's ACL refuses of what redlock sends
     std::vector<Check> checks;
 };
 

@@ -114,6 +114,113 @@ class AclTest(E2ETest):
         for key in ("lock:x", "lock:y", "lock:z", "lock:pool"):
             self.assertKeyGone(server, key)
 
+    # -- doctor's acl check: ACL DRYRUN where the user may run it, else probing ----------
+
+    DRYRUN = ["+acl|dryrun", "+acl|whoami"]
+    PROBE_KEYS = ("lock:redlock-doctor-probe", "{lock:redlock-doctor-probe}:meta",
+                  "{lock:redlock-doctor-probe}:queue", "{lock:redlock-doctor-probe}:permit:1")
+
+    def doctor_acl(self, rules, expected_status):
+        """doctor's acl check for a user with `rules`: text and --json agree; the probe lock
+        is gone afterwards and the output never shows the password."""
+        server, url = self.server_for(" ".join(rules))
+        r = self.run_redlock(["-s", url, "doctor"])
+        self.assertStatus(r, expected_status)
+        self.assertNotIn(PASSWORD, r.stdout + r.stderr)
+        lines = r.stdout.splitlines()
+        start = next(i for i, l in enumerate(lines) if l.split()[1:2] == ["acl"])
+        end = next(i for i in range(start + 1, len(lines)) if lines[i].split()[1:2] == ["tls"])
+        text = " ".join(" ".join(lines[start:end]).split())
+        for line in lines:
+            self.assertLessEqual(len(line), 80, r.stdout)
+        j = self.run_redlock(["-s", url, "doctor", "--json"])
+        self.assertStatus(j, expected_status)
+        checks = {c["name"]: c for c in json.loads(j.stdout)["servers"][0]["checks"]}
+        for key in self.PROBE_KEYS:
+            self.assertKeyGone(server, key)
+        return text, checks["acl"]
+
+    def readme_rules_without(self, *names):
+        return [w for w in documented_acl_rules() if w not in names]
+
+    def test_doctor_acl_the_readme_user_is_ok_by_probing(self):
+        text, acl = self.doctor_acl(documented_acl_rules(), 0)
+        self.assertEqual(acl["level"], "ok")
+        self.assertIn("user 'locker' may run every command redlock sends", acl["message"])
+        self.assertIn("ACL DRYRUN is not allowed", acl["message"])
+        self.assertTrue(text.startswith("ok acl user 'locker' may run every command"), text)
+
+    def test_doctor_acl_the_readme_user_with_dryrun_is_ok_by_dryrun(self):
+        _, acl = self.doctor_acl(documented_acl_rules() + self.DRYRUN, 0)
+        self.assertEqual(acl["level"], "ok")
+        self.assertIn("(checked with ACL DRYRUN)", acl["message"])
+
+    def test_doctor_acl_without_publish_is_a_note_naming_it(self):
+        for extra, how in (([], "ACL DRYRUN is not allowed"), (self.DRYRUN, "checked with")):
+            with self.subTest(how=how):
+                text, acl = self.doctor_acl(self.readme_rules_without("+publish") + extra, 0)
+                self.assertEqual(acl["level"], "note")
+                self.assertIn("may not run PUBLISH (waiters poll", acl["message"])
+                self.assertIn("ACL SETUSER locker +publish (", acl["message"])
+                self.assertIn(how, acl["message"])
+                self.assertTrue(text.startswith("note acl"), text)
+
+    def test_doctor_acl_without_pexpire_is_a_risk_naming_it(self):
+        # Probing: a refusal inside a script names no command; the script's list is given.
+        text, acl = self.doctor_acl(self.readme_rules_without("+pexpire"), 1)
+        self.assertEqual(acl["level"], "risk")
+        self.assertIn("may not run one of GET SET DEL INCR HSET PEXPIRE PTTL (run, acquire, "
+                      "extend and release fail)", acl["message"])
+        self.assertIn("ACL SETUSER locker +get +set +del +incr +hset +pexpire", acl["message"])
+        self.assertTrue(text.startswith("RISK acl"), text)
+        # With DRYRUN, or MULTI (commands queued, then discarded), PEXPIRE is named.
+        for extra, how in ((self.DRYRUN, "checked with"),
+                           (["+multi", "+discard"], "ACL DRYRUN is not allowed")):
+            with self.subTest(how=how):
+                text, acl = self.doctor_acl(self.readme_rules_without("+pexpire") + extra, 1)
+                self.assertEqual(acl["level"], "risk")
+                self.assertIn("may not run PEXPIRE (run, acquire, extend and release fail",
+                              acl["message"])
+                self.assertIn("ACL SETUSER locker +pexpire (", acl["message"])
+                self.assertIn(how, acl["message"])
+                self.assertTrue(text.startswith("RISK acl"), text)
+
+    def test_doctor_acl_a_key_pattern_short_of_the_prefix_is_a_risk_naming_it(self):
+        for extra, how in (([], "ACL DRYRUN is not allowed"), (self.DRYRUN, "checked with")):
+            with self.subTest(how=how):
+                _, acl = self.doctor_acl(self.readme_rules_without("~{lock:*}:*") + extra, 1)
+                self.assertEqual(acl["level"], "risk")
+                self.assertIn("may not access the keys '{lock:*}:*' (run, acquire, extend and "
+                              "release fail", acl["message"])
+                self.assertIn("ACL SETUSER locker '~{lock:*}:*' (", acl["message"])
+                self.assertNotIn("'lock:*'", acl["message"])
+                self.assertIn(how, acl["message"])
+
+    def test_doctor_acl_leaves_real_locks_alone(self):
+        server, url = self.server_for(" ".join(documented_acl_rules()))
+        holder = self.start_redlock(["-s", url, "run", "-k", "x", "--", "sleep", "30"])
+        self.wait_for_key(server, "lock:x", holder)
+        token = server.command("GET", "lock:x")
+        ttl = server.command("PTTL", "lock:x")
+        self.assertStatus(self.run_redlock(["-s", url, "doctor"]), 0)
+        self.assertEqual(server.command("GET", "lock:x"), token)
+        self.assertLessEqual(server.command("PTTL", "lock:x"), ttl + 11000)
+        holder.send_signal(15)
+        holder.wait(30)
+
+    def test_rediscli_auth_is_read_only_when_the_config_names_it(self):
+        server = self.redis_server(requirepass=PASSWORD)
+        env = self.env({"REDISCLI_AUTH": PASSWORD})
+        # Not by itself: no password is sent, and the server refuses.
+        r = self.run_redlock(["-s", server.url(), "run", "-k", "x", "--", "true"], env=env)
+        self.assertStatus(r, 77)
+        self.assertNotIn(PASSWORD, r.stderr)
+        config = self.write_file("c.toml", f'[[servers]]\nurl = "{server.url()}"\n'
+                                           'password_env = "REDISCLI_AUTH"\n')
+        r = self.run_redlock(["-c", config, "run", "-k", "x", "--", "true"], env=env)
+        self.assertStatus(r, 0)
+        self.assertEqual(r.stderr, "")
+
     def wait_for_key(self, server, key, proc):
         from redlock_e2e import wait_until
         wait_until(lambda: server.command("EXISTS", key), 15, message=key, proc=proc)

@@ -1,0 +1,467 @@
+#include "doctor/acl.hpp"
+
+#include <algorithm>
+#include <cctype>
+
+#include "lock/name.hpp"
+#include "lock/scripts.hpp"
+#include "util/format.hpp"
+
+namespace redlock::doctor {
+
+namespace {
+
+// Indexes into acl_features().
+enum Feature : size_t {
+    run,
+    evalsha,
+    status,
+    waiting,
+    numsub,
+    fair,
+    once_per,
+    limit,
+    list,
+    doctor_reads,
+    select,
+    replicas,
+};
+
+// What each script calls (tests/doctor/acl_test.cpp checks these lists against the
+// sources), for naming the candidates when the server refuses one inside it.
+const std::vector<std::string_view> k_acquire_calls{"get",  "set",     "del", "incr",
+                                                    "hset", "pexpire", "pttl"};
+const std::vector<std::string_view> k_acquire_fair_calls{"get",  "set",     "del",    "incr",
+                                                         "hset", "pexpire", "pttl",   "time",
+                                                         "zadd", "zrange",  "zscore", "zrem"};
+const std::vector<std::string_view> k_renew_calls{"get", "pexpire", "hset"};
+const std::vector<std::string_view> k_fence_calls{"get", "set", "exists", "hset"};
+const std::vector<std::string_view> k_release_calls{"get", "del"};
+const std::vector<std::string_view> k_inspect_calls{"get", "hgetall", "pttl"};
+const std::vector<std::string_view> k_claim_slot_calls{"get", "time", "hget",
+                                                       "del", "hset", "pexpireat"};
+const std::vector<std::string_view> k_finish_slot_calls{"hget", "time", "hset", "pttl", "pexpire"};
+const std::vector<std::string_view> k_fair_leave_calls{"zrem"};
+const std::vector<std::string_view> k_acquire_permit_calls{
+    "get", "type", "time", "zremrangebyscore", "zcard",
+    "set", "pttl", "zadd", "zrange",           "pexpireat",
+    "del", "incr", "hset", "pexpire"};
+const std::vector<std::string_view> k_renew_permit_calls{"get",  "pexpire", "hset",   "type",
+                                                         "time", "zadd",    "zrange", "pexpireat"};
+const std::vector<std::string_view> k_release_permit_calls{
+    "get", "del", "type", "time", "zrem", "zremrangebyscore", "zrange", "pexpireat"};
+
+const char* k_ttl = "1000"; // the probe lock's lease: gone in a second whatever happens
+const char* k_holder_field = "host";
+const char* k_holder_value = "redlock-doctor";
+
+Argv script(const lock::Script& s, const std::vector<std::string>& keys,
+            const std::vector<std::string>& args) {
+    Argv argv{"EVAL", std::string(s.source), std::to_string(keys.size())};
+    argv.insert(argv.end(), keys.begin(), keys.end());
+    argv.insert(argv.end(), args.begin(), args.end());
+    return argv;
+}
+
+std::string lower(std::string_view text) {
+    std::string out;
+    for (char c : text)
+        out.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+    return out;
+}
+
+std::string upper(std::string_view text) {
+    std::string out;
+    for (char c : text)
+        out.push_back(static_cast<char>(std::toupper(static_cast<unsigned char>(c))));
+    return out;
+}
+
+// The key pattern that covers `key`: `{<prefix>*}:*` for a companion, else `<prefix>*`.
+std::string pattern_for(std::string_view key, const ProbeKeys& keys) {
+    if (key.starts_with("{" + keys.prefix))
+        return "{" + keys.prefix + "*}:*";
+    return keys.prefix + "*";
+}
+
+// One thing refused ("PEXPIRE", keys '{lock:*}:*'), the features it costs, and the
+// ACL SETUSER rules that allow it.
+struct Missing {
+    AclRefusal::Kind kind;
+    std::string label;
+    std::vector<std::string> rules;
+    std::vector<size_t> features;
+};
+
+void add_missing(std::vector<Missing>& all, AclRefusal::Kind kind, std::string label,
+                 std::vector<std::string> rules, size_t feature) {
+    auto it = std::ranges::find_if(
+        all, [&](const Missing& m) { return m.kind == kind && m.label == label; });
+    if (it == all.end()) {
+        all.push_back({kind, std::move(label), std::move(rules), {}});
+        it = all.end() - 1;
+    }
+    if (std::ranges::find(it->features, feature) == it->features.end())
+        it->features.push_back(feature);
+}
+
+std::string shell_word(std::string_view rule) {
+    bool plain = std::ranges::all_of(rule, [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '+' || c == '-' || c == '_';
+    });
+    return plain ? std::string(rule) : "'" + std::string(rule) + "'";
+}
+
+} // namespace
+
+ProbeKeys::ProbeKeys(std::string_view key_prefix)
+    : prefix(key_prefix), lock(lock::lock_key(key_prefix, "redlock-doctor-probe")),
+      meta(lock::companion_of(lock, "meta")), fence(lock::companion_of(lock, "fence")),
+      channel(lock::release_channel(lock)), slot(lock::companion_of(lock, "slot")),
+      queue(lock::companion_of(lock, "queue")), waiting(lock::companion_of(lock, "waiting")),
+      tickets(lock::companion_of(lock, "tickets")), limit(lock::companion_of(lock, "limit")),
+      permit(lock::companion_of(lock, "permit:1")),
+      permit_meta(lock::companion_of(lock, "permit:1:meta")),
+      permit_fence(lock::companion_of(lock, "permit:1:fence")) {}
+
+std::vector<AclFeature> acl_features(const config::ServerConfig& server) {
+    std::vector<AclFeature> features(replicas + 1);
+    features[run] = {Level::risk, "run, acquire, extend and release fail"};
+    features[evalsha] = {Level::note, "every script goes as EVAL, the whole script each time"};
+    features[status] = {Level::note, "status, list and release --force fail"};
+    features[waiting] = {Level::note,
+                         "waiters poll every 20-200ms instead of being woken by the release"};
+    features[numsub] = {Level::note,
+                        "waiters woken over several servers all try at once (the herd)"};
+    features[fair] = {Level::note, "--fair fails"};
+    features[once_per] = {Level::note, "--once-per fails"};
+    features[limit] = {Level::note, "--limit fails"};
+    features[list] = {Level::note, "list fails"};
+    features[doctor_reads] = {Level::note, "doctor cannot read the server's settings"};
+    features[select] = {Level::risk, util::format("db {} cannot be selected", server.url.db)};
+    features[replicas] = {
+        Level::risk,
+        util::format("replicas = {} needs WAIT: no lock write counts here", server.replicas)};
+    return features;
+}
+
+std::vector<AclProbe> acl_dryrun_probes(const ProbeKeys& k, const config::ServerConfig& server) {
+    const std::string token = "redlock-doctor-token";
+    const std::vector<std::string> lock_keys{k.lock, k.meta, k.fence};
+    std::vector<AclProbe> out;
+    auto add = [&](size_t feature, Argv argv) {
+        out.push_back({feature, std::move(argv), {}, {}});
+    };
+
+    add(run, script(lock::k_acquire_single_script, lock_keys,
+                    {token, k_ttl, k_holder_field, k_holder_value}));
+    for (const auto& key : {k.lock, k.fence})
+        add(run, {"GET", key});
+    add(run, {"SET", k.lock, token, "NX", "PX", k_ttl});
+    add(run, {"SET", k.fence, "1"});
+    for (const auto& key : {k.meta, k.lock})
+        add(run, {"DEL", key});
+    add(run, {"HSET", k.meta, k_holder_field, k_holder_value});
+    for (const auto& key : {k.meta, k.lock})
+        add(run, {"PEXPIRE", key, k_ttl});
+    add(run, {"INCR", k.fence});
+    add(run, {"EXISTS", k.meta});
+    add(run, {"PTTL", k.lock});
+
+    // No keys: EVAL has them checked, so a refusal here can only be of EVALSHA itself.
+    add(evalsha, {"EVALSHA", std::string(lock::k_inspect_script.sha1), "0"});
+
+    add(status, script(lock::k_inspect_script, {k.lock, k.meta, k.fence, k.slot}, {}));
+    for (const auto& key : {k.meta, k.slot})
+        add(status, {"HGETALL", key});
+    add(status, {"PTTL", k.lock});
+    add(status, {"GET", k.limit});
+
+    add(waiting, {"PUBLISH", k.channel, "released"});
+    add(waiting, {"SUBSCRIBE", k.channel});
+    add(numsub, {"PUBSUB", "NUMSUB", k.channel});
+
+    add(fair, script(lock::k_acquire_single_script,
+                     {k.lock, k.meta, k.fence, k.queue, k.waiting, k.tickets},
+                     {token, k_ttl, "1", k_ttl, token}));
+    add(fair, {"INCR", k.tickets});
+    add(fair, {"ZRANK", k.queue, token});
+    add(fair, {"ZADD", k.queue, "NX", "1", token});
+    add(fair, {"ZADD", k.waiting, "1", token});
+    add(fair, {"GET", k.tickets});
+    add(fair, {"SET", k.tickets, "1"});
+    for (const auto& key : {k.queue, k.waiting, k.tickets})
+        add(fair, {"PEXPIRE", key, k_ttl});
+    add(fair, {"ZRANGE", k.queue, "0", "0"});
+    add(fair, {"ZSCORE", k.waiting, token});
+    for (const auto& key : {k.queue, k.waiting})
+        add(fair, {"ZREM", key, token});
+    add(fair, {"TIME"});
+
+    add(once_per, script(lock::k_claim_slot_script, {k.lock, k.slot}, {token, k_ttl, "0"}));
+    add(once_per, {"TIME"});
+    add(once_per, {"HGET", k.slot, "slot"});
+    add(once_per, {"DEL", k.slot});
+    add(once_per, {"HSET", k.slot, "slot", "1"});
+    add(once_per, {"PEXPIREAT", k.slot, "1"});
+    add(once_per, {"PTTL", k.slot});
+    add(once_per, {"PEXPIRE", k.slot, k_ttl});
+
+    const std::vector<std::string> permit_keys{k.permit, k.permit_meta, k.permit_fence, k.lock,
+                                               k.limit};
+    add(limit, script(lock::k_acquire_permit_script, permit_keys, {token, k_ttl, "2", "1"}));
+    add(limit, {"TYPE", k.lock});
+    add(limit, {"TIME"});
+    add(limit, {"ZREMRANGEBYSCORE", k.lock, "-inf", "0"});
+    add(limit, {"ZCARD", k.lock});
+    add(limit, {"ZADD", k.lock, "1", token});
+    add(limit, {"ZRANGE", k.lock, "-1", "-1", "WITHSCORES"});
+    add(limit, {"ZREM", k.lock, token});
+    add(limit, {"GET", k.limit});
+    add(limit, {"SET", k.limit, "2"});
+    for (const auto& key : {k.lock, k.limit})
+        add(limit, {"PEXPIREAT", key, "1"});
+    add(limit, {"GET", k.permit});
+    add(limit, {"SET", k.permit, token, "NX", "PX", k_ttl});
+    add(limit, {"DEL", k.permit_meta});
+    add(limit, {"DEL", k.lock, k.limit});
+    add(limit, {"INCR", k.permit_fence});
+    add(limit, {"HSET", k.permit_meta, k_holder_field, k_holder_value});
+    for (const auto& key : {k.permit_meta, k.permit})
+        add(limit, {"PEXPIRE", key, k_ttl});
+
+    add(list, {"SCAN", "0", "MATCH", k.prefix + "*", "COUNT", "1000"});
+
+    add(doctor_reads, {"PING"});
+    add(doctor_reads, {"INFO", "server"});
+    add(doctor_reads, {"CONFIG", "GET", "maxmemory-policy"});
+    add(doctor_reads, {"TIME"});
+
+    if (server.url.db != 0)
+        add(select, {"SELECT", std::to_string(server.url.db)});
+    if (server.replicas > 0)
+        add(replicas, {"WAIT", std::to_string(server.replicas), "1"});
+    return out;
+}
+
+std::vector<AclProbe> acl_probe_round1(const ProbeKeys& k, const config::ServerConfig& server,
+                                       const std::string& token) {
+    const std::vector<std::string> lock_keys{k.lock, k.meta, k.fence};
+    std::vector<AclProbe> out;
+    // The acquisition first: the probe lock is then held, with metadata, by our token, so
+    // that every script after it takes its full path.
+    out.push_back({run,
+                   script(lock::k_acquire_single_script, lock_keys,
+                          {token, k_ttl, k_holder_field, k_holder_value}),
+                   k_acquire_calls, lock_keys});
+    out.push_back(
+        {run, script(lock::k_renew_script, lock_keys, {token, k_ttl}), k_renew_calls, lock_keys});
+    // The key patterns alone: EVAL checks the keys it is given before the script runs.
+    for (const auto& key : {k.lock, k.meta})
+        out.push_back({run, {"EVAL", "return 1", "1", key}, {}, {key}});
+    out.push_back({evalsha, {"EVALSHA", std::string(lock::k_inspect_script.sha1), "0"}, {}, {}});
+    out.push_back({status, script(lock::k_inspect_script, {k.lock, k.meta, k.fence, k.slot}, {}),
+                   k_inspect_calls, lock_keys});
+    // No one waits on the probe lock's channel: the message wakes nobody.
+    out.push_back({waiting, {"PUBLISH", k.channel, "redlock-doctor"}, {}, {}});
+    out.push_back({numsub, {"PUBSUB", "NUMSUB", k.channel}, {}, {}});
+    out.push_back({fair, {"INCR", k.tickets}, {}, {k.tickets}});
+    out.push_back({fair, {"ZRANK", k.queue, token}, {}, {k.queue}});
+    out.push_back({list, {"SCAN", "0", "MATCH", k.lock, "COUNT", "10"}, {}, {}});
+    out.push_back({doctor_reads, {"PING"}, {}, {}});
+    out.push_back({doctor_reads, {"INFO", "server"}, {}, {}});
+    out.push_back({doctor_reads, {"CONFIG", "GET", "maxmemory-policy"}, {}, {}});
+    out.push_back({doctor_reads, {"TIME"}, {}, {}});
+    // SELECT was sent when connecting; WAIT for no replica answers at once.
+    if (server.replicas > 0)
+        out.push_back({replicas, {"WAIT", "0", "1"}, {}, {}});
+    return out;
+}
+
+std::vector<AclProbe> acl_probe_round2(const ProbeKeys& k, const std::string& token,
+                                       long long fence) {
+    const std::vector<std::string> lock_keys{k.lock, k.meta, k.fence};
+    const std::vector<std::string> fair_keys{k.lock,  k.meta,    k.fence,
+                                             k.queue, k.waiting, k.tickets};
+    const std::vector<std::string> permit_keys{k.permit, k.permit_meta, k.permit_fence, k.lock,
+                                               k.limit};
+    std::vector<AclProbe> out;
+    out.push_back({run, script(lock::k_fence_script, lock_keys, {token, std::to_string(fence)}),
+                   k_fence_calls, lock_keys});
+    out.push_back({once_per,
+                   script(lock::k_claim_slot_script, {k.lock, k.slot},
+                          {token, k_ttl, "0", k_holder_field, k_holder_value}),
+                   k_claim_slot_calls,
+                   {k.lock, k.slot}});
+    out.push_back({once_per,
+                   script(lock::k_finish_slot_script, {k.slot}, {token, "0", k_ttl}),
+                   k_finish_slot_calls,
+                   {k.slot}});
+    out.push_back({run, script(lock::k_release_script, lock_keys, {token, k.channel}),
+                   k_release_calls, lock_keys});
+    // --fair: a fresh acquisition through the queue (our ticket 1: the counter may be
+    // anything, the queue is ours alone), its release, and leaving the queue.
+    out.push_back({fair,
+                   script(lock::k_acquire_single_script, fair_keys,
+                          {token, k_ttl, "1", k_ttl, token, k_holder_field, k_holder_value}),
+                   k_acquire_fair_calls, fair_keys});
+    out.push_back({fair, script(lock::k_release_script, lock_keys, {token, k.channel}),
+                   k_release_calls, lock_keys});
+    out.push_back({fair,
+                   script(lock::k_fair_leave_script, {k.queue, k.waiting}, {token}),
+                   k_fair_leave_calls,
+                   {k.queue, k.waiting}});
+    // --limit: a permit of 2 over the (now free) probe lock, renewed and released.
+    out.push_back({limit,
+                   script(lock::k_acquire_permit_script, permit_keys,
+                          {token, k_ttl, "2", "1", k_holder_field, k_holder_value}),
+                   k_acquire_permit_calls, permit_keys});
+    out.push_back({limit, script(lock::k_renew_permit_script, permit_keys, {token, k_ttl}),
+                   k_renew_permit_calls, permit_keys});
+    out.push_back({limit, script(lock::k_release_permit_script, permit_keys, {token, k.channel}),
+                   k_release_permit_calls, permit_keys});
+    return out;
+}
+
+AclProbe acl_subscribe_probe(const ProbeKeys& k) {
+    return {waiting, {"SUBSCRIBE", k.channel}, {}, {}};
+}
+
+std::optional<AclRefusal> parse_acl_refusal(std::string_view reply) {
+    const std::string t = lower(reply.substr(0, 300));
+    const bool refusal = t.starts_with("noperm") || t.find("no permissions") != std::string::npos ||
+                         t.find("the user executing the script can't") != std::string::npos;
+    if (!refusal)
+        return std::nullopt;
+    // "... to run the 'x' command", "... to access the 'x' key", "... the 'x' channel"
+    auto open = t.find("the '");
+    if (open != std::string::npos) {
+        auto start = open + 5;
+        auto close = reply.find('\'', start);
+        if (close != std::string_view::npos) {
+            auto name = std::string(reply.substr(start, close - start));
+            auto rest = std::string_view(t).substr(close + 1);
+            if (rest.starts_with(" key"))
+                return AclRefusal{AclRefusal::Kind::key, name};
+            if (rest.starts_with(" channel"))
+                return AclRefusal{AclRefusal::Kind::channel, name};
+            return AclRefusal{AclRefusal::Kind::command, lower(name)};
+        }
+    }
+    // "... one of the keys used as arguments", "... can't access at least one of the keys",
+    // "... can't run this command or subcommand" (inside a script: which one, it does not say).
+    if (t.find("channel") != std::string::npos)
+        return AclRefusal{AclRefusal::Kind::channel, {}};
+    if (t.find("key") != std::string::npos)
+        return AclRefusal{AclRefusal::Kind::key, {}};
+    return AclRefusal{AclRefusal::Kind::command, {}};
+}
+
+Check acl_verdict(std::string_view user, std::string_view how, std::span<const AclFeature> features,
+                  std::span<const AclFinding> findings, const ProbeKeys& keys) {
+    using Kind = AclRefusal::Kind;
+    auto key_patterns = [&](const AclFinding& f) {
+        std::vector<std::string> patterns;
+        if (!f.refusal.name.empty())
+            patterns.push_back(pattern_for(f.refusal.name, keys));
+        else
+            for (const auto& key : f.probe->keys)
+                if (auto p = pattern_for(key, keys);
+                    std::ranges::find(patterns, p) == patterns.end())
+                    patterns.push_back(p);
+        return patterns;
+    };
+    // The key patterns known for certain to be missing: a refusal naming its key, or of a
+    // command given one key.
+    std::vector<std::string> exact;
+    for (const auto& f : findings)
+        if (f.refusal.kind == Kind::key)
+            if (auto p = key_patterns(f); p.size() == 1)
+                exact.push_back(p.front());
+
+    std::vector<Missing> missing;
+    for (const auto& f : findings) {
+        const size_t feature = f.probe->feature;
+        switch (f.refusal.kind) {
+        case Kind::command:
+            if (!f.refusal.name.empty()) {
+                add_missing(missing, Kind::command, upper(f.refusal.name), {"+" + f.refusal.name},
+                            feature);
+            } else if (!f.probe->calls.empty()) {
+                std::string label = "one of";
+                std::vector<std::string> rules;
+                for (auto c : f.probe->calls) {
+                    label += " " + upper(c);
+                    rules.push_back("+" + std::string(c));
+                }
+                add_missing(missing, Kind::command, label, std::move(rules), feature);
+            } else {
+                const auto& name = f.probe->argv.front();
+                add_missing(missing, Kind::command, upper(name), {"+" + lower(name)}, feature);
+            }
+            break;
+        case Kind::key: {
+            // A refusal that does not name its key: the patterns of the keys it was given
+            // that were refused alone too, if any were.
+            std::vector<std::string> patterns = key_patterns(f);
+            if (patterns.size() > 1) {
+                std::vector<std::string> known;
+                for (const auto& p : patterns)
+                    if (std::ranges::find(exact, p) != exact.end())
+                        known.push_back(p);
+                if (!known.empty())
+                    patterns = known;
+            }
+            for (const auto& p : patterns)
+                add_missing(missing, Kind::key, "'" + p + "'", {"~" + p}, feature);
+            break;
+        }
+        case Kind::channel: {
+            const std::string p = "{" + keys.prefix + "*}:released";
+            add_missing(missing, Kind::channel, "'" + p + "'", {"&" + p}, feature);
+            break;
+        }
+        }
+    }
+    if (missing.empty())
+        return {"acl", Level::ok,
+                util::format("user '{}' may run every command redlock sends ({})", user, how)};
+
+    // Merges the keys (and channels) that the same features miss into one clause.
+    Level level = Level::note;
+    std::vector<std::string> clauses;
+    std::vector<std::string> rules;
+    auto clause = [&](Kind kind, std::string_view verb) {
+        std::string text;
+        for (const auto& m : missing) {
+            if (m.kind != kind)
+                continue;
+            std::string costs;
+            for (size_t feature : m.features) {
+                costs += (costs.empty() ? "" : "; ") + features[feature].without;
+                if (features[feature].level == Level::risk)
+                    level = Level::risk;
+            }
+            text += util::format("{}{} ({})", text.empty() ? "" : ", ", m.label, costs);
+            for (const auto& r : m.rules)
+                if (std::ranges::find(rules, r) == rules.end())
+                    rules.push_back(r);
+        }
+        if (!text.empty())
+            clauses.push_back(std::string(verb) + " " + text);
+    };
+    clause(Kind::command, "may not run");
+    clause(Kind::key, "may not access the keys");
+    clause(Kind::channel, "may not use the channels");
+
+    std::string message = util::format("user '{}'", user);
+    for (size_t i = 0; i < clauses.size(); ++i)
+        message += (i == 0 ? " " : "; ") + clauses[i];
+    message += util::format("; allow with: ACL SETUSER {}", user);
+    for (const auto& r : rules)
+        message += " " + shell_word(r);
+    message += util::format(" ({})", how);
+    return {"acl", level, message};
+}
+
+} // namespace redlock::doctor
