@@ -518,7 +518,13 @@ void Connection::handle_reply(ReplyPtr reply, Clock::time_point now) {
         --m_handshake_replies;
         if (is_error(*reply)) {
             bool auth = is_auth_error(*reply);
-            if (auth)
+            if (m_handshake_replies == 0 && m_check_role)
+                fail(auth ? FailureKind::auth : FailureKind::setup,
+                     util::format("ROLE refused (a master behind redis-sentinel:// is checked "
+                                  "with ROLE): {}",
+                                  text(*reply)),
+                     now);
+            else if (auth)
                 fail(FailureKind::auth, util::format("authentication refused: {}", text(*reply)),
                      now);
             else

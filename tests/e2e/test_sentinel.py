@@ -81,6 +81,16 @@ class SentinelTest(E2ETest):
         self.assertFalse(os.path.exists(self.path("ran")))
         self.assertKeyGone(self.master, "lock:s")
 
+    def test_a_user_without_role_is_told_so(self):
+        self.master.command("ACL", "SETUSER", "locker", "on", ">pw", "~*", "&*", "+@all",
+                            "-role")
+        url = f"redis-sentinel://locker:pw@127.0.0.1:{self.sentinel.port}#mymaster"
+        r = self.run_redlock(["-s", url, "run", "-k", "s", "--", "true"])
+        self.assertStatus(r, 77)
+        self.assertIn("ROLE refused (a master behind redis-sentinel:// is checked with ROLE): "
+                      "NOPERM", r.stderr)
+        self.assertNotIn("pw", r.stderr.replace("pwd", ""))
+
     def test_the_sentinels_own_password_is_sent_to_them_only(self):
         fake = FakeRedis(lambda args: b"+OK\r\n" if args[0].upper() == b"AUTH" else
                          resp_array("127.0.0.1", str(self.master.port)))
