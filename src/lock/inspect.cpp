@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <charconv>
 #include <cstdlib>
 #include <map>
 #include <set>
@@ -299,7 +300,81 @@ LockView inspect(std::span<redis::Connection> conns, std::string_view prefix, st
     return view;
 }
 
+namespace {
+
+// The masters of a Redis Cluster from a node's CLUSTER NODES reply (lines of "id
+// ip:port@cport[,hostname] flags ..."), those that may hold keys: not failed, with an
+// address. Empty when the reply is an error (not a cluster node, or not allowed to ask).
+std::vector<config::Endpoint> cluster_masters(const redis::Connection& conn) {
+    std::vector<config::Endpoint> out;
+    const auto& outcome = conn.outcome();
+    if (!outcome || outcome->failure || outcome->reply->type != REDIS_REPLY_STRING)
+        return out;
+    std::string_view nodes = redis::text(*outcome->reply);
+    while (!nodes.empty()) {
+        const size_t newline = nodes.find('\n');
+        std::string_view line = nodes.substr(0, newline);
+        nodes = newline == std::string_view::npos ? std::string_view{} : nodes.substr(newline + 1);
+        std::vector<std::string_view> fields;
+        for (size_t start = 0; start < line.size() && fields.size() < 3;) {
+            const size_t space = std::min(line.find(' ', start), line.size());
+            fields.push_back(line.substr(start, space - start));
+            start = space + 1;
+        }
+        if (fields.size() < 3)
+            continue;
+        const std::string_view flags = fields[2];
+        if (flags.find("master") == std::string_view::npos ||
+            flags.find("fail") != std::string_view::npos ||
+            flags.find("noaddr") != std::string_view::npos ||
+            flags.find("handshake") != std::string_view::npos)
+            continue;
+        std::string_view address = fields[1].substr(0, fields[1].find('@'));
+        const size_t colon = address.rfind(':');
+        if (colon == std::string_view::npos)
+            continue;
+        int port = 0;
+        const auto digits = address.substr(colon + 1);
+        auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), port);
+        if (ec != std::errc{} || port <= 0)
+            continue;
+        std::string host(address.substr(0, colon));
+        out.push_back({host.empty() ? conn.server().url.host : host, port});
+    }
+    return out;
+}
+
+ListResult scan_names(std::span<redis::Connection> conns, std::string_view prefix,
+                      std::string_view pattern);
+
+} // namespace
+
 ListResult list_names(std::span<redis::Connection> conns, std::string_view prefix,
+                      std::string_view pattern) {
+    // A Redis Cluster node holds only its own slots' keys: every master is scanned in its
+    // place. A server that is not a cluster node refuses CLUSTER NODES and is scanned itself.
+    const std::array<std::string_view, 2> cluster_nodes{"CLUSTER", "NODES"};
+    redis::request_all(conns, redis::encode_command(cluster_nodes));
+    std::vector<redis::Connection> nodes;
+    bool any_cluster = false;
+    for (auto& conn : conns) {
+        auto masters = cluster_masters(conn);
+        any_cluster = any_cluster || !masters.empty();
+        if (masters.empty())
+            nodes.emplace_back(conn.server());
+        for (const auto& master : masters) {
+            auto server = conn.server();
+            server.url.host = master.host;
+            server.url.port = master.port;
+            nodes.emplace_back(std::move(server));
+        }
+    }
+    return scan_names(any_cluster ? std::span<redis::Connection>(nodes) : conns, prefix, pattern);
+}
+
+namespace {
+
+ListResult scan_names(std::span<redis::Connection> conns, std::string_view prefix,
                       std::string_view pattern) {
     ListResult result;
     std::set<std::string> names;
@@ -367,6 +442,8 @@ ListResult list_names(std::span<redis::Connection> conns, std::string_view prefi
     result.names.assign(names.begin(), names.end());
     return result;
 }
+
+} // namespace
 
 size_t force_release(std::span<redis::Connection> conns, const LockView& view) {
     // A semaphore: every permit shown held is released as its holder would (which also

@@ -31,6 +31,26 @@ std::string millis_text(Clock::duration d) {
 
 // How one server's answer counts. Every script answers 1 (done: acquired, renewed,
 // released) or 0 (held by another owner / not our token).
+// Two server entries whose requests went to one node (a cluster's MOVED, or the master two
+// Sentinel entries name) are one lock server listed twice: a majority of them can never be
+// won, since the one key there is each entry's vote. Said as a config error, not waited on.
+std::optional<util::Error> shared_node(std::span<const redis::Connection> conns) {
+    auto node = [](const redis::Connection& c) {
+        return c.current_node().empty() ? c.server().url.display() : c.current_node();
+    };
+    for (size_t i = 0; i < conns.size(); ++i)
+        for (size_t j = i + 1; j < conns.size(); ++j)
+            if ((!conns[i].current_node().empty() || !conns[j].current_node().empty()) &&
+                node(conns[i]) == node(conns[j]))
+                return util::Error{
+                    util::ErrorKind::config,
+                    util::format("servers {} and {} both lead to {} (nodes of one Redis "
+                                 "Cluster, or one master named by sentinels): they are one lock "
+                                 "server, not two; list one of them, or independent servers",
+                                 conns[i].name(), conns[j].name(), node(conns[i]))};
+    return std::nullopt;
+}
+
 ServerResult classify(const redis::Connection& conn) {
     ServerResult r;
     r.server = conn.name();
@@ -368,6 +388,8 @@ util::Expected<AcquireResult> Lock::acquire_key(int interrupt_fd) {
         result.status = AcquireStatus::interrupted;
         return result;
     }
+    if (auto shared = shared_node(m_conns))
+        return std::unexpected(std::move(*shared));
     // --limit: the holders of this name have another limit, so this run must not join
     // them (neither limit would hold any more).
     for (const auto& r : result.servers)

@@ -157,6 +157,8 @@ void Connection::begin(std::string command, std::string noscript_fallback, size_
     m_first_reply.reset();
     m_trailing_replies.clear();
     m_redirects = 0;
+    m_tryagain = 0;
+    m_retry_at.reset();
     m_busy = true;
     m_started = now;
     m_fallback = std::move(noscript_fallback);
@@ -314,7 +316,9 @@ int Connection::fd() const {
 }
 
 Clock::time_point Connection::deadline() const {
-    return m_sentinel ? m_sentinel->deadline() : m_deadline;
+    if (m_sentinel)
+        return m_sentinel->deadline();
+    return m_retry_at ? std::min(*m_retry_at, m_deadline) : m_deadline;
 }
 
 bool Connection::unsent() const {
@@ -544,6 +548,14 @@ void Connection::handle_reply(ReplyPtr reply, Clock::time_point now) {
             redirect(error, now);
             return;
         }
+        // The slot is being migrated and this request's keys are not all on one side yet.
+        if (error.starts_with("TRYAGAIN")) {
+            const auto delay = std::chrono::milliseconds(10 << std::min(m_tryagain++, 4));
+            if (now + delay < m_deadline) {
+                m_retry_at = now + delay;
+                return;
+            }
+        }
         // A master demoted to a replica (a failover) refuses writes: a failure, so that
         // the connection is dropped and the next one goes where the master is now.
         if (error.starts_with("READONLY")) {
@@ -578,6 +590,24 @@ void Connection::handle_reply(ReplyPtr reply, Clock::time_point now) {
     finish(std::move(outcome));
 }
 
+void Connection::retry(Clock::time_point now) {
+    util::log::verbose("{}: sending it again (TRYAGAIN: the slot is being migrated)", name());
+    m_retry_at.reset();
+    m_handshake_replies = 0;
+    m_out.clear();
+    if (m_asking) { // ASKING holds for one command
+        std::array<std::string_view, 1> asking{"ASKING"};
+        m_out = encode_command(asking);
+        m_handshake_replies = 1;
+    }
+    m_out += m_request;
+    m_out_offset = 0;
+    m_trailing = m_request_trailing;
+    m_first_reply.reset();
+    m_trailing_replies.clear();
+    flush(now);
+}
+
 void Connection::redirect(std::string_view error, Clock::time_point now) {
     const bool ask = error.starts_with("ASK ");
     const auto target = redirect_target(error, m_node.empty() ? m_server.url.host : m_node);
@@ -599,6 +629,7 @@ void Connection::redirect(std::string_view error, Clock::time_point now) {
              now);
         return;
     }
+    util::log::verbose("{}: {} (following the cluster's redirection)", name(), error);
     drop();
     if (ask) { // this request only: the slot is being imported there
         if (m_ask_home.empty())
@@ -640,6 +671,10 @@ void Connection::on_deadline(Clock::time_point now) {
         m_sentinel->on_deadline(now);
         if (!m_sentinel->busy())
             on_sentinel_answer(now);
+        return;
+    }
+    if (m_busy && m_retry_at && now >= *m_retry_at && now < m_deadline) {
+        retry(now);
         return;
     }
     if (m_busy && now >= m_deadline)
@@ -693,6 +728,7 @@ void Connection::finish(Outcome outcome) {
 
 void Connection::drop() {
     m_sentinel.reset();
+    m_retry_at.reset();
     m_fd.reset();
     m_reader.reset();
     m_connecting = false;

@@ -15,7 +15,8 @@
 // - a Redis Cluster node: a MOVED reply sends the request again to the slot's owner, which
 //   later requests go to directly (back to the configured node if it fails); an ASK reply
 //   sends it once, after ASKING, to the node importing the slot. At most
-//   k_max_redirects per request.
+//   k_max_redirects per request. TRYAGAIN (a multi-key request on a slot being migrated)
+//   sends it again after 10 ms, then 20, 40... 160, while the command timeout lasts.
 
 #include <chrono>
 #include <memory>
@@ -129,6 +130,7 @@ class Connection {
     void ask_sentinel(Clock::time_point now);
     void on_sentinel_answer(Clock::time_point now);
     void redirect(std::string_view error, Clock::time_point now);
+    void retry(Clock::time_point now);
     void finish(Outcome outcome);
     void fail(FailureKind kind, std::string detail, Clock::time_point now);
     void drop();
@@ -159,10 +161,12 @@ class Connection {
     // Redis Cluster
     std::string m_request; // as sent, for a redirection to send again
     size_t m_request_trailing = 0;
-    int m_redirects = 0;             // for this request
-    bool m_moved = false;            // m_addresses are a slot owner's, from MOVED
-    std::vector<Address> m_ask_home; // the addresses to go back to after an ASK
-    bool m_asking = false;           // ASKING goes in the handshake
+    int m_redirects = 0;                         // for this request
+    bool m_moved = false;                        // m_addresses are a slot owner's, from MOVED
+    std::vector<Address> m_ask_home;             // the addresses to go back to after an ASK
+    bool m_asking = false;                       // ASKING goes in the handshake
+    std::optional<Clock::time_point> m_retry_at; // TRYAGAIN: the request goes again then
+    int m_tryagain = 0;                          // TRYAGAIN replies to this request
 
     util::UniqueFd m_fd;
     ReaderPtr m_reader;

@@ -436,6 +436,72 @@ class SentinelServer(RedisServer):
         return f"redis-sentinel://{hosts}#{self.name}"
 
 
+class RedisCluster:
+    """Three redis-server --cluster-enabled masters on loopback, joined with
+    `redis-cli --cluster create`, each serving a third of the slots. stop() stops them."""
+
+    def __init__(self, masters=3):
+        self.nodes = []
+        try:
+            for _ in range(masters):
+                self.nodes.append(RedisServer(extra_args=(
+                    "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                    "--cluster-node-timeout", "2000")))
+            subprocess.run(["redis-cli", "--cluster", "create",
+                            *[f"127.0.0.1:{n.port}" for n in self.nodes], "--cluster-yes"],
+                           check=True, capture_output=True, timeout=60)
+            wait_until(lambda: all(b"cluster_state:ok" in self._info(n) for n in self.nodes),
+                       30, interval=0.1, message="the cluster to be ok")
+        except BaseException:
+            self.stop()
+            raise
+
+    @staticmethod
+    def _info(node):
+        reply = node.command("CLUSTER", "INFO")
+        return reply if isinstance(reply, bytes) else reply.encode()
+
+    def node_id(self, node):
+        return str(node.command("CLUSTER", "MYID"))
+
+    def slot_of(self, key):
+        return int(self.nodes[0].command("CLUSTER", "KEYSLOT", key))
+
+    def owner(self, key):
+        """The node serving KEY's slot."""
+        slot = self.slot_of(key)
+        for start, end, master, *_ in self.nodes[0].command("CLUSTER", "SLOTS"):
+            if int(start) <= slot <= int(end):
+                return next(n for n in self.nodes if n.port == int(master[1]))
+        raise AssertionError(f"no owner of slot {slot}")
+
+    def name_on(self, node, prefix="lock:", stem="n"):
+        """A lock name whose keys live on NODE."""
+        for i in range(10000):
+            if self.owner(f"{prefix}{stem}{i}") is node:
+                return f"{stem}{i}"
+        raise AssertionError("no name hashes there")
+
+    def migrate(self, slot, source, target, finish=True):
+        """Moves SLOT's keys from SOURCE to TARGET; with `finish`, TARGET then owns it (MOVED
+        from the others), else SOURCE still does (ASK while migrating)."""
+        target.command("CLUSTER", "SETSLOT", slot, "IMPORTING", self.node_id(source))
+        source.command("CLUSTER", "SETSLOT", slot, "MIGRATING", self.node_id(target))
+        keys = source.command("CLUSTER", "GETKEYSINSLOT", slot, 1000)
+        if keys:
+            source.command("MIGRATE", "127.0.0.1", target.port, "", 0, 5000, "KEYS", *keys)
+        if finish:
+            self.finish_migration(slot, target)
+
+    def finish_migration(self, slot, target):
+        for node in [target] + [n for n in self.nodes if n is not target]:
+            node.command("CLUSTER", "SETSLOT", slot, "NODE", self.node_id(target))
+
+    def stop(self):
+        for node in self.nodes:
+            node.stop()
+
+
 class FakeRedis:
     """A hostile "Redis server" on loopback: it reads RESP commands and answers each with
     reply(args), args being the command's words as bytes, the answer raw RESP bytes (None
