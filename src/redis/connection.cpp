@@ -107,6 +107,7 @@ bool Connection::lookup(const std::string& host, int port, std::vector<Address>&
         Address address{};
         std::memcpy(&address.addr, ai->ai_addr, ai->ai_addrlen);
         address.length = ai->ai_addrlen;
+        address.host = host;
         out.push_back(address);
     }
     ::freeaddrinfo(found);
@@ -340,7 +341,9 @@ short Connection::poll_events() const {
 }
 
 void Connection::start_tls(Clock::time_point now) {
-    auto session = tls::Session::open(m_fd.get(), m_server.tls, m_server.url.host);
+    // The name the URL, the sentinels or the cluster's redirection gave this address.
+    auto session =
+        tls::Session::open(m_fd.get(), m_server.tls, m_addresses[m_address_index - 1].host);
     if (!session) {
         fail(FailureKind::tls, session.error().message, now);
         return;

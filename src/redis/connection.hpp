@@ -118,6 +118,7 @@ class Connection {
     struct Address {
         sockaddr_storage addr;
         socklen_t length;
+        std::string host; // as named (URL, sentinel, redirection): the TLS name by default
     };
 
     static bool lookup(const std::string& host, int port, std::vector<Address>& out);

@@ -440,13 +440,21 @@ class RedisCluster:
     """Three redis-server --cluster-enabled masters on loopback, joined with
     `redis-cli --cluster create`, each serving a third of the slots. stop() stops them."""
 
-    def __init__(self, masters=3):
+    def __init__(self, masters=3, tls_args=None):
+        """tls_args: the --tls-* options of a cluster that also speaks TLS (each node then
+        has a tls_port, and the cluster's bus and redirections to TLS clients use TLS)."""
         self.nodes = []
         try:
             for _ in range(masters):
-                self.nodes.append(RedisServer(extra_args=(
-                    "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                    "--cluster-node-timeout", "2000")))
+                extra = ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                         "--cluster-node-timeout", "2000"]
+                tls_port = None
+                if tls_args:
+                    tls_port = free_port()
+                    extra += ["--tls-port", str(tls_port), "--tls-cluster", "yes", *tls_args]
+                node = RedisServer(extra_args=extra)
+                node.tls_port = tls_port
+                self.nodes.append(node)
             subprocess.run(["redis-cli", "--cluster", "create",
                             *[f"127.0.0.1:{n.port}" for n in self.nodes], "--cluster-yes"],
                            check=True, capture_output=True, timeout=60)

@@ -4,9 +4,11 @@ and a slot migrated while a lock is held does not lose it."""
 
 import os
 import re
+import shutil
 import unittest
 
 from redlock_e2e import E2ETest, RedisCluster, wait_until
+from test_tls import make_certs
 
 
 class ClusterTest(E2ETest):
@@ -161,6 +163,41 @@ class ClusterTest(E2ETest):
         r = self.run_redlock([*self.args, "status", "-k", name])
         self.assertIn("last run", r.stdout)
 
+
+
+class TlsClusterTest(E2ETest):
+    """A cluster reached over rediss://: redirections name TLS ports, and each node's
+    certificate is checked against the address the redirection gave."""
+
+    @classmethod
+    def setUpClass(cls):
+        if not shutil.which("openssl"):
+            raise unittest.SkipTest("openssl is not installed (scripts/setup.sh installs it)")
+        cls.certs = make_certs()
+        cert = lambda name: os.path.join(cls.certs, name)
+        cls.cluster = RedisCluster(tls_args=[
+            "--tls-cert-file", cert("server.pem"), "--tls-key-file", cert("server.key"),
+            "--tls-ca-cert-file", cert("ca.pem"), "--tls-auth-clients", "no"])
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.cluster.stop()
+        shutil.rmtree(cls.certs, True)
+
+    def test_moved_over_tls_goes_to_the_owners_tls_port(self):
+        config = self.write_file("tls.toml",
+                                 f'tls_ca_file = "{os.path.join(self.certs, "ca.pem")}"\n')
+        entry = self.cluster.nodes[0]
+        for node in self.cluster.nodes[1:]:
+            name = self.cluster.name_on(node, stem="t")
+            r = self.run_redlock(["-v", "-c", config, "-s", f"rediss://127.0.0.1:{entry.tls_port}",
+                                  "run", "-k", name, "--", "redis-cli", "-p", str(node.port),
+                                  "GET", f"lock:{name}"])
+            self.assertStatus(r, 0)
+            self.assertRegex(r.stdout, r"^[0-9a-f]{32}\n$")
+            self.assertIn(f"127.0.0.1:{node.tls_port} (following the cluster's redirection)",
+                          r.stderr)
+            self.assertKeyGone(node, f"lock:{name}")
 
 
 class RedirectionLimitTest(E2ETest):
