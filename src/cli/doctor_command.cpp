@@ -112,10 +112,19 @@ int doctor_command(const DoctorOptions& options, const config::Config& config) {
             }
         }
         // "Fit" covers every server, so it is said only when every one was checked.
-        if (risks > 0)
-            out += util::format("{} risk{} found: one lock could be handed to two holders\n", risks,
-                                risks == 1 ? "" : "s");
-        else if (unreachable + refused == 0)
+        if (risks > 0) {
+            // A refused script or command stops locking; the others let it go wrong.
+            bool unsafe = false;
+            bool refused_commands = false;
+            for (const auto& r : reports)
+                for (const auto& c : r.checks)
+                    if (c.level == doctor::Level::risk)
+                        (c.name == "scripts" || c.name == "acl" ? refused_commands : unsafe) = true;
+            out += util::format("{} risk{} found: {}{}{}\n", risks, risks == 1 ? "" : "s",
+                                unsafe ? "one lock could be handed to two holders" : "",
+                                unsafe && refused_commands ? "; " : "",
+                                refused_commands ? "locking fails where commands are refused" : "");
+        } else if (unreachable + refused == 0)
             out += util::format("{} fit for locking{}\n",
                                 reports.size() == 1
                                     ? std::string("the server is")

@@ -465,6 +465,12 @@ std::vector<ServerReport> examine(std::span<Connection> conns, std::chrono::mill
                 std::strtol(info_field(redis::text(*r), "connected_slaves").c_str(), nullptr, 10);
         }
 
+    std::array<std::string_view, 2> info_cluster{"INFO", "cluster"};
+    ask(conns, reports, info_cluster);
+    for (size_t i = 0; i < conns.size(); ++i)
+        if (const auto* r = answer_of(conns[i], reports[i]))
+            reports[i].cluster = info_field(redis::text(*r), "cluster_enabled") == "1";
+
     config_get(conns, reports, "maxmemory-policy", &ServerReport::maxmemory_policy);
     {
         std::array<std::string_view, 3> argv{"CONFIG", "GET", "maxmemory"};
@@ -541,8 +547,17 @@ std::vector<ServerReport> examine(std::span<Connection> conns, std::chrono::mill
         judge(r, ttl, conns[i].server());
         if (r.acl)
             r.checks.push_back(*r.acl);
-        // How the connection is protected: TLS verified, TLS unverified, or none.
         const auto& server = conns[i].server();
+        if (server.url.is_sentinel())
+            r.checks.push_back({"sentinel", Level::ok,
+                                util::format("master {}, named by the sentinels for '{}'",
+                                             conns[i].current_node(), server.url.master_name)});
+        if (r.cluster)
+            r.checks.push_back(
+                {"cluster", Level::note,
+                 "a Redis Cluster node: a lock lives on the master of its slot, which may be "
+                 "another node; these checks are of this node (run doctor -s on each master)"});
+        // How the connection is protected: TLS verified, TLS unverified, or none.
         if (!server.url.tls)
             r.checks.push_back(
                 {"tls", Level::ok, server.url.is_unix() ? "unix socket" : "plain TCP (redis://)"});

@@ -20,7 +20,7 @@ enum class Level { ok, note, risk };
 [[nodiscard]] const char* level_name(Level level);
 
 struct Check {
-    std::string name; // "eviction", "replication", "clock", "persistence", "scripts", "acl"
+    std::string name; // "eviction", "replication", "clock", "persistence", "scripts", ..., "acl"
     Level level = Level::ok;
     std::string message;
 };
@@ -33,6 +33,7 @@ struct ServerReport {
     std::string version;
     std::string role;
     long replicas = 0;
+    bool cluster = false;                  // INFO cluster: cluster_enabled
     double latency_ms = 0;                 // median PING round trip
     std::optional<double> clock_offset_ms; // server clock minus ours
     std::optional<std::string> maxmemory_policy;

@@ -450,7 +450,8 @@ class RedisCluster:
                          "--cluster-node-timeout", "2000"]
                 tls_port = None
                 if tls_args:
-                    tls_port = free_port()
+                    # The cluster bus listens 10000 above it.
+                    tls_port = next(p for p in iter(free_port, None) if p <= 55535)
                     extra += ["--tls-port", str(tls_port), "--tls-cluster", "yes", *tls_args]
                 node = RedisServer(extra_args=extra)
                 node.tls_port = tls_port

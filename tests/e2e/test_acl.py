@@ -127,6 +127,7 @@ class AclTest(E2ETest):
         r = self.run_redlock(["-s", url, "doctor"])
         self.assertStatus(r, expected_status)
         self.assertNotIn(PASSWORD, r.stdout + r.stderr)
+        self.doctor_stdout = r.stdout
         lines = r.stdout.splitlines()
         start = next(i for i, l in enumerate(lines) if l.split()[1:2] == ["acl"])
         end = next(i for i in range(start + 1, len(lines)) if lines[i].split()[1:2] == ["tls"])
@@ -168,6 +169,8 @@ class AclTest(E2ETest):
     def test_doctor_acl_without_pexpire_is_a_risk_naming_it(self):
         # Probing: a refusal inside a script names no command; the script's list is given.
         text, acl = self.doctor_acl(self.readme_rules_without("+pexpire"), 1)
+        # A refused command stops locking; it does not hand a lock to two holders.
+        self.assertIn("found: locking fails where commands are refused\n", self.doctor_stdout)
         self.assertEqual(acl["level"], "risk")
         self.assertIn("may not run one of GET SET DEL INCR HSET PEXPIRE PTTL (run, acquire, "
                       "extend and release fail)", acl["message"])

@@ -154,6 +154,13 @@ class ClusterTest(E2ETest):
         self.assertFalse(os.path.exists(self.path("ran")))
         self.assertKeyGone(self.cluster.nodes[2], f"lock:{name}")
 
+    def test_doctor_says_it_checked_one_node_of_a_cluster(self):
+        r = self.run_redlock([*self.args, "doctor"])
+        self.assertStatus(r, 0)
+        self.assertRegex(r.stdout, r"note  cluster +a Redis Cluster node: a lock lives on the "
+                                   r"master of its")
+        self.assertIn("acl ", r.stdout)  # the probe lock was followed to its slot's owner
+
     def test_semaphore_fair_and_once_per_keys_share_the_slot(self):
         node = self.cluster.nodes[2]
         name = self.cluster.name_on(node, stem="x")

@@ -155,6 +155,8 @@ url = "{self.sentinel.url()}"
         r = self.run_redlock(["-s", self.sentinel.url(), "doctor"])
         self.assertIn(self.sentinel.url().removeprefix("redis-sentinel://"), r.stdout)
         self.assertIn("replicat", r.stdout)  # the master has a replica: doctor says so
+        self.assertRegex(r.stdout, f"master 127.0.0.1:{self.master.port}, named by the "
+                                   r"sentinels for\s+'mymaster'")
         self.assertEqual(holder.release(), 0)
 
 
