@@ -61,19 +61,19 @@ def p90(xs):
 if crowd:
     n = len(crowd["flock"])
     print(f"\ncrowd: wall time, first start to last exit (median of {n} rounds)")
-    print(f"  {'':<22} {'median':>10} {'min':>10} {'max':>10} {'/flock':>7} {'/baseline':>10}")
+    print(f"  {'':<24} {'median':>10} {'min':>10} {'max':>10} {'/flock':>7} {'/baseline':>10}")
     fl = med(crowd["flock"])
     for name in ["flock", "baseline, 1 server", "new, 1 server", "baseline, 5 servers",
-                 "new, 5 servers"]:
+                 "new, 5 servers", "new, 5 servers, --fair"]:
         if name not in crowd:
             continue
         xs = crowd[name]
         m = med(xs)
         vs_base = ""
         if name.startswith("new"):
-            b = crowd.get(name.replace("new", "baseline"))
+            b = crowd.get(name.replace("new", "baseline").removesuffix(", --fair"))
             vs_base = f"{m / med(b):.2f}" if b else ""
-        print(f"  {name:<22} {m:>7.1f} ms {min(xs):>7.1f} ms {max(xs):>7.1f} ms"
+        print(f"  {name:<24} {m:>7.1f} ms {min(xs):>7.1f} ms {max(xs):>7.1f} ms"
               f" {m / fl:>7.2f} {vs_base:>10}")
 
 if handover:
@@ -253,6 +253,7 @@ contender() {
     "new, 1 server") exec "$bin" "${one[@]}" run -k "$key" -w 60s -- sleep "$critical" ;;
     "baseline, 5 servers") exec "$base" "${five[@]}" run -k "$key" -w 60s -- sleep "$critical" ;;
     "new, 5 servers") exec "$bin" "${five[@]}" run -k "$key" -w 60s -- sleep "$critical" ;;
+    "new, 5 servers, --fair") exec "$bin" "${five[@]}" run -k "$key" -w 60s --fair -- sleep "$critical" ;;
     esac
 }
 
@@ -272,7 +273,8 @@ crowd() {
     printf '  %-20s %6d ms\n' "$name" $(((t1 - t0) / 1000))
 }
 
-names=(flock "baseline, 1 server" "new, 1 server" "baseline, 5 servers" "new, 5 servers")
+names=(flock "baseline, 1 server" "new, 1 server" "baseline, 5 servers" "new, 5 servers"
+    "new, 5 servers, --fair")
 echo "-- crowd: $contenders contenders x sleep $critical, $rounds rounds"
 for ((r = 0; r < rounds; r++)); do
     echo "round $((r + 1))/$rounds"

@@ -146,11 +146,31 @@ void read_holder(lock::Lock& lock, std::string_view name, WaitProgress& progress
         progress.set_queue_position(lock.queue_position());
 }
 
-std::vector<config::ServerConfig> servers_of(lock::Lock& lock) {
-    std::vector<config::ServerConfig> servers;
-    for (const auto& c : lock.connections())
-        servers.push_back(c.server());
-    return servers;
+// The servers a waiter listens to for release notices. Every release goes to every
+// server, so any one's notice wakes; each notice costs every waiter a wake-up, which in a
+// crowd over five servers on two cores was a fifth of the time. So two: a second covers
+// one that goes down; chosen at random (the load spreads) among those that answered the
+// last attempt (not one frozen or down); all of them when fewer answered.
+constexpr size_t k_notice_servers = 2;
+
+std::vector<config::ServerConfig> notice_servers(lock::Lock& lock,
+                                                 const lock::AcquireResult& attempt) {
+    std::vector<config::ServerConfig> answered;
+    std::vector<config::ServerConfig> all;
+    const auto& conns = lock.connections();
+    for (size_t i = 0; i < conns.size(); ++i) {
+        all.push_back(conns[i].server());
+        const auto vote =
+            i < attempt.servers.size() ? attempt.servers[i].vote : lock::ServerResult::Vote::none;
+        if (vote == lock::ServerResult::Vote::yes || vote == lock::ServerResult::Vote::no)
+            answered.push_back(conns[i].server());
+    }
+    if (answered.size() < k_notice_servers)
+        return all;
+    while (answered.size() > k_notice_servers)
+        answered.erase(answered.begin() +
+                       static_cast<std::ptrdiff_t>(util::random_index(answered.size())));
+    return answered;
 }
 
 } // namespace
@@ -194,6 +214,7 @@ util::Expected<Acquisition> wait_and_acquire(lock::Lock& lock, std::string_view 
     size_t attempts = 0;
     size_t too_slow = 0;                        // in a row
     std::optional<redis::Subscription> notices; // release notices, once the lock was held
+    size_t listened = 0;                        // servers it listens to (notice_servers)
     std::optional<WaitProgress> progress;       // once waiting really starts
     bool noticed = false;                       // the last sleep ended with a release notice
     size_t collided = 0; // over several servers: attempts in a row that a notice woke in vain
@@ -280,8 +301,9 @@ util::Expected<Acquisition> wait_and_acquire(lock::Lock& lock, std::string_view 
         // after it cannot pass unnoticed, and one before it is seen by the attempt. So
         // the first time, and whenever a subscription was lost, look again at once.
         if (too_slow == 0 && (!notices || notices->lost())) {
-            if (!notices)
-                notices.emplace(servers_of(lock), lock.release_channel());
+            auto servers = notice_servers(lock, *attempt);
+            listened = servers.size();
+            notices.emplace(servers, lock.release_channel());
             notices->subscribe();
             if (notices->live() == 0)
                 log::verbose("cannot subscribe to releases of '{}'; retrying now and then", name);
@@ -335,8 +357,14 @@ util::Expected<Acquisition> wait_and_acquire(lock::Lock& lock, std::string_view 
             // --fair waiters need none of it, only the head of the queue can win.
             auto unit = backoff_unit(lock);
             std::chrono::microseconds window{0};
-            if (auto herd = notices->waiters(); herd && *herd > 1)
-                window = std::min<std::chrono::microseconds>(unit * (*herd - 1), 1s);
+            // Each waiter listens to `listened` of the N servers: one counts about that
+            // share of the waiters.
+            if (auto herd = notices->waiters(); herd && *herd > 0) {
+                const auto all = *herd * static_cast<long long>(lock.connections().size()) /
+                                 static_cast<long long>(std::max<size_t>(listened, 1));
+                if (all > 1)
+                    window = std::min<std::chrono::microseconds>(unit * (all - 1), 1s);
+            }
             if (collided > 0)
                 window = std::max(window, std::min<std::chrono::microseconds>(
                                               unit * (1L << std::min<size_t>(collided - 1, 16)),
