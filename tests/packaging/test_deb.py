@@ -106,14 +106,27 @@ class DebianPackage(unittest.TestCase):
         self.assertTrue(needed)
         packages = {}
         for line in support.run(["ldd", binary], timeout=30).stdout.splitlines():
-            match = re.match(r"\s*(\S+) => (/\S+)", line)
-            if match and match.group(1) in needed:
-                packages[match.group(1)] = owning_package(match.group(2))
-        self.assertIn("libhiredis0.14", packages.values())
+            # "libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x...)", and the loader
+            # as "/lib64/ld-linux-x86-64.so.2 (0x...)".
+            match = re.match(r"\s*(\S+) => (/\S+)", line) or \
+                re.match(r"\s*((/\S+/)?(\S+)) \(0x", line)
+            if not match:
+                continue
+            name, path = (match.group(1), match.group(2)) if "=>" in line else \
+                (match.group(3), match.group(1))
+            if name in needed:
+                packages[name] = owning_package(path)
+        self.assertEqual(set(needed), set(packages), "ldd resolves every NEEDED library")
         for library, package in packages.items():
             if package is not None:
                 self.assertIn(package, depends, f"{library} comes from {package}")
         self.assertIn("libc6", depends)
+        # And nothing more: a library linked statically (hiredis, libstdc++) needs no
+        # package, and a Depends on it would pull in what the binary never loads.
+        loaded = set(packages.values())
+        for package in depends:
+            if package.startswith("lib"):
+                self.assertIn(package, loaded, f"{package} is in Depends, but not loaded")
 
 
     def test_holds_every_installed_file(self):
