@@ -5,6 +5,7 @@
 #include <vector>
 
 #include <doctest/doctest.h>
+#include <hiredis/hiredis.h>
 
 #include "config/server_url.hpp"
 #include "lock/scripts.hpp"
@@ -58,6 +59,29 @@ std::string port_url(const RedisServer& server, const std::string& credentials =
 }
 
 } // namespace
+
+TEST_CASE("commands are encoded byte for byte as hiredis encodes them") {
+    const std::string big(100'000, 'x');
+    const std::vector<std::vector<std::string_view>> cases = {
+        {"PING"},
+        {"SET", "k", "", "PX", "30000"},
+        {"EVAL", std::string_view("a\0b\r\n", 5), "1", big},
+    };
+    for (const auto& argv : cases) {
+        std::vector<const char*> words;
+        std::vector<size_t> lengths;
+        for (auto w : argv) {
+            words.push_back(w.data());
+            lengths.push_back(w.size());
+        }
+        char* expected = nullptr;
+        long long n = redisFormatCommandArgv(&expected, static_cast<int>(words.size()),
+                                             words.data(), lengths.data());
+        REQUIRE(n > 0);
+        CHECK(encode(argv) == std::string(expected, static_cast<size_t>(n)));
+        redisFreeCommand(expected);
+    }
+}
 
 TEST_CASE("a connection sends a request and reads its reply") {
     RedisServer server;
