@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 #include <hiredis/hiredis.h>
 
+#include "cli/args.hpp"
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
 #include "cli/help.hpp"
@@ -28,28 +29,6 @@ namespace redlock::cli {
 namespace {
 
 namespace log = util::log;
-
-struct GlobalOptions {
-    std::optional<std::string> config_file; // set when given, even if empty
-    std::vector<std::string> servers;
-    bool verbose = false;
-    bool quiet = false;
-};
-
-struct RunArgs {
-    std::string key;
-    std::optional<std::string> ttl; // set when given, even if empty
-    std::optional<std::string> wait;
-    bool no_wait = false;
-    bool fair = false;
-    std::optional<std::string> conflict_exit_code;
-    std::optional<std::string> max_hold;
-    std::optional<std::string> min_validity;
-    std::optional<std::string> min_hold;
-    std::optional<std::string> once_per;
-    std::optional<std::string> limit;
-    std::vector<std::string> program;
-};
 
 // TLS is built in; whether it can be used depends on libssl.so.3 being installed.
 std::string version_text() {
@@ -376,27 +355,6 @@ util::Expected<RunOptions> make_run_options(const RunArgs& args, const config::C
     return options;
 }
 
-// Options of the commands other than run, as CLI11 fills them.
-struct CommandArgs {
-    std::vector<std::string> names;
-    std::vector<std::string> keys;
-    std::optional<std::string> ttl; // set when given, even if empty
-    std::optional<std::string> wait;
-    bool no_wait = false;
-    bool fair = false;
-    std::optional<std::string> conflict_exit_code;
-    std::string token;
-    std::string pattern = "*";
-    bool force = false;
-    bool yes = false;
-    bool json = false;
-    bool shell = false;
-};
-
-} // namespace
-
-namespace {
-
 // NAME as a positional argument or as -k NAME, the same option run uses.
 void add_name_options(CLI::App* cmd, CommandArgs& args) {
     cmd->add_option("name", args.names)->type_name("NAME");
@@ -564,27 +522,28 @@ util::Error unexpected_word(int argc, char** argv, const std::vector<std::string
     return util::Error{util::ErrorKind::usage, "unexpected arguments (try 'redlock --help')"};
 }
 
-int run_main(int argc, char** argv) {
-    // A copy: mask_passwords() rewrites argv, which the view would point into.
-    const std::string chosen(chosen_command(argc, argv));
-    if (!chosen.empty() && help_text(chosen).empty() &&
-        chosen.find("://") != std::string_view::npos)
-        return report(unexpected_word(argc, argv, {std::string(chosen)}));
-    if (!chosen.empty() && help_text(chosen).empty()) {
-        std::string names;
-        for (auto name : command_names())
-            names += (names.empty() ? "" : ", ") + std::string(name);
-        return report({util::ErrorKind::usage,
-                       util::format("unknown command '{}' (commands: {}; try 'redlock --help')",
-                                    mask_urls_in(std::string(chosen), argc, argv), names)});
-    }
+} // namespace
+
+namespace {
+
+// The exit status of `--help`: 0, unless stdout could not take it.
+int print_help(std::string_view command) {
+    return print_stdout(std::string(help_text(command))) ? 0 : util::exit_code::internal;
+}
+
+} // namespace
+
+std::expected<CommandLine, int> parse_with_cli11(int argc, char** argv) {
+    CommandLine line;
+    line.command = chosen_command(argc, argv);
+    const std::string& chosen = line.command;
     // Only the command named on the command line is built (with none: help, --version or
     // an error), which is most of what CLI11 costs at start-up. The help texts are
     // help.cpp's, so the options carry no descriptions of their own.
     CLI::App app{"", "redlock"};
     app.require_subcommand(0, 1);
     app.fallthrough();
-    GlobalOptions global;
+    GlobalOptions& global = line.global;
     add_text_option(&app, "-c,--config", global.config_file)->type_name("FILE");
     app.add_option("-s,--server", global.servers)
         ->type_name("URL")
@@ -592,11 +551,10 @@ int run_main(int argc, char** argv) {
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
     app.add_flag("-v,--verbose", global.verbose);
     app.add_flag("-q,--quiet", global.quiet);
-    bool show_version = false;
-    app.add_flag("--version", show_version);
+    app.add_flag("--version", line.show_version);
 
-    RunArgs run_args;
-    CommandArgs args;
+    RunArgs& run_args = line.run;
+    CommandArgs& args = line.args;
     CLI::App* command = chosen.empty() ? nullptr : app.add_subcommand(std::string(chosen));
     if (chosen == "run") {
         command->add_option("-k,--key", run_args.key)->type_name("NAME")->required();
@@ -639,9 +597,9 @@ int run_main(int argc, char** argv) {
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp&) {
-        return print_stdout(std::string(help_text(chosen))) ? 0 : util::exit_code::internal;
+        return std::unexpected(print_help(chosen));
     } catch (const CLI::CallForAllHelp&) {
-        return print_stdout(std::string(help_text(chosen))) ? 0 : util::exit_code::internal;
+        return std::unexpected(print_help(chosen));
     } catch (const CLI::ExtrasError& e) {
         // CLI11 lists the extra words last first, after ": ": name the first one instead.
         std::string_view what = e.what();
@@ -652,7 +610,7 @@ int run_main(int argc, char** argv) {
             words.emplace_back(what.substr(start, end - start));
             start = end + 1;
         }
-        return report(unexpected_word(argc, argv, words));
+        return std::unexpected(report(unexpected_word(argc, argv, words)));
     } catch (const CLI::ParseError& e) {
         // CLI11 writes "The following argument..." or "--opt: Value ..."; house style is
         // lowercase text after "redlock: " (and after an option name).
@@ -662,29 +620,60 @@ int run_main(int argc, char** argv) {
         if (first < what.size())
             what[first] = static_cast<char>(std::tolower(static_cast<unsigned char>(what[first])));
         log::error("{} (try 'redlock --help')", mask_urls_in(what, argc, argv));
-        return util::exit_code::usage;
+        return std::unexpected(util::exit_code::usage);
     }
     const int program_start = argc - static_cast<int>(run_args.program.size());
     if (auto missing = option_value_missing(app, argc, argv, program_start))
-        return report(*missing);
-    if (show_version) {
+        return std::unexpected(report(*missing));
+    line.program_start = program_start;
+    if (app.get_subcommands().empty())
+        line.command.clear();
+    return line;
+}
+
+namespace {
+
+int run_main(int argc, char** argv) {
+    // A copy: mask_passwords() rewrites argv, which the view would point into.
+    const std::string chosen(chosen_command(argc, argv));
+    if (!chosen.empty() && help_text(chosen).empty() &&
+        chosen.find("://") != std::string_view::npos)
+        return report(unexpected_word(argc, argv, {std::string(chosen)}));
+    if (!chosen.empty() && help_text(chosen).empty()) {
+        std::string names;
+        for (auto name : command_names())
+            names += (names.empty() ? "" : ", ") + std::string(name);
+        return report({util::ErrorKind::usage,
+                       util::format("unknown command '{}' (commands: {}; try 'redlock --help')",
+                                    mask_urls_in(std::string(chosen), argc, argv), names)});
+    }
+    // The plain `run` line of a cron job without CLI11 (see args.hpp); the rest with it.
+    std::expected<CommandLine, int> parsed = std::unexpected(0);
+    if (auto fast = chosen == "run" ? parse_run_fast(argc, argv) : std::nullopt)
+        parsed = std::move(*fast);
+    else
+        parsed = parse_with_cli11(argc, argv);
+    if (!parsed)
+        return parsed.error();
+    const CommandLine& line = *parsed;
+    if (line.show_version) {
         std::cout << version_text();
         return 0;
     }
-    if (app.get_subcommands().empty()) {
+    if (line.command.empty()) {
         log::error("a command is required: run, status, list, acquire, extend, release or "
                    "doctor (try 'redlock --help')");
         return util::exit_code::usage;
     }
-    mask_passwords(argc, argv, program_start);
-    log::set_level(global.verbose ? log::Level::verbose
-                   : global.quiet ? log::Level::quiet
-                                  : log::Level::normal);
+    mask_passwords(argc, argv, line.program_start);
+    log::set_level(line.global.verbose ? log::Level::verbose
+                   : line.global.quiet ? log::Level::quiet
+                                       : log::Level::normal);
 
-    auto cfg = load(global);
+    auto cfg = load(line.global);
     if (!cfg)
         return report(cfg.error());
-    return dispatch(chosen, run_args, args, *cfg);
+    return dispatch(line.command, line.run, line.args, *cfg);
 }
 
 } // namespace
