@@ -1,8 +1,9 @@
 #include "util/duration.hpp"
 
 #include <array>
-#include <charconv>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 
 #include "util/format.hpp"
 
@@ -13,7 +14,7 @@ namespace {
 // A year is far beyond any sensible lease or wait; anything longer is almost certainly a
 // typo (a missing unit on a millisecond count, say), and the cap keeps every later
 // arithmetic on durations far from overflow.
-constexpr double k_max_ms = 365.0 * 24 * 3600 * 1000;
+constexpr long long k_max_ms = 365LL * 24 * 3600 * 1000;
 
 std::unexpected<Error> malformed(std::string_view text) {
     return fail(ErrorKind::usage, format("invalid duration '{}': expected a number with an "
@@ -30,62 +31,77 @@ bool is_digit(char c) {
     return c >= '0' && c <= '9';
 }
 
-// Shortest text that reads back as the same double: "1.5", "-2", "inf", "1e+20".
+// Shortest text that reads back as the same double: "1.5", "-2", "inf", "1e+20". printf's,
+// not to_chars: libstdc++'s floating to_chars is what would link libm into the binary.
 std::string shortest(double value) {
-    std::array<char, 64> buffer{};
-    // Plain digits for numbers a config could hold as an integer, exponents beyond that.
-    const auto style =
-        std::abs(value) < 1e15 ? std::chars_format::fixed : std::chars_format::general;
-    auto [end, ec] = std::to_chars(buffer.data(), buffer.data() + buffer.size(), value, style);
-    return ec == std::errc{} ? std::string(buffer.data(), end) : std::string("?");
+    std::array<char, 32> buffer{};
+    for (int precision : {15, 16, 17}) {
+        std::snprintf(buffer.data(), buffer.size(), "%.*g", precision, value);
+        if (precision == 17 || std::strtod(buffer.data(), nullptr) == value)
+            break;
+    }
+    return buffer.data();
 }
 
 } // namespace
 
 Expected<Millis> parse_duration(std::string_view text) {
-    // The number is scanned by hand before from_chars sees it, so that signs, exponents,
-    // "inf", "nan" and hex floats, which from_chars would take, are all refused.
+    // Digits, an optional fraction, an optional unit, read by hand in integers: signs,
+    // exponents, "inf", "nan" and hex floats are refused, and "0.1" is exactly 100ms (no
+    // binary fraction to round, nor libm for the rounding).
     size_t i = 0;
     while (i < text.size() && is_digit(text[i]))
         ++i;
-    if (i == 0)
+    const std::string_view whole = text.substr(0, i);
+    if (whole.empty())
         return malformed(text);
+    std::string_view fraction;
     if (i < text.size() && text[i] == '.') {
-        const size_t fraction = ++i;
+        const size_t first = ++i;
         while (i < text.size() && is_digit(text[i]))
             ++i;
-        if (i == fraction)
+        fraction = text.substr(first, i - first);
+        if (fraction.empty())
             return malformed(text);
     }
-    const std::string_view number = text.substr(0, i);
     const std::string_view unit = text.substr(i);
 
-    double scale = 0;
+    long long scale = 0; // milliseconds per unit
     if (unit.empty() || unit == "s")
         scale = 1000;
     else if (unit == "ms")
         scale = 1;
     else if (unit == "m")
-        scale = 60.0 * 1000;
+        scale = 60LL * 1000;
     else if (unit == "h")
-        scale = 3600.0 * 1000;
+        scale = 3600LL * 1000;
     else if (unit == "d") // --once-per 1d
-        scale = 86400.0 * 1000;
+        scale = 86400LL * 1000;
     else
         return malformed(text);
 
-    double value = 0;
-    auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), value,
-                                     std::chars_format::fixed);
-    if (ec == std::errc::result_out_of_range)
-        return too_long(format("'{}'", text));
-    if (ec != std::errc{} || end != number.data() + number.size())
-        return malformed(text);
-
-    const double ms = value * scale;
+    long long units = 0;
+    for (char c : whole) {
+        units = units * 10 + (c - '0');
+        if (units > k_max_ms / scale)
+            return too_long(format("'{}'", text));
+    }
+    // fraction × scale, exactly: the fraction's digits as one integer times the scale,
+    // worked from the last digit like long multiplication. What carries past the point is
+    // whole milliseconds; the digit last written is the first after the point, which alone
+    // decides the rounding (half up). The carry stays below the scale, so any number of
+    // digits is exact.
+    long long carry = 0;
+    long long first_after_point = 0;
+    for (auto digit = fraction.rbegin(); digit != fraction.rend(); ++digit) {
+        const long long product = (*digit - '0') * scale + carry;
+        first_after_point = product % 10;
+        carry = product / 10;
+    }
+    long long ms = units * scale + carry + (first_after_point >= 5 ? 1 : 0);
     if (ms > k_max_ms)
         return too_long(format("'{}'", text));
-    return Millis{std::llround(ms)};
+    return Millis{ms};
 }
 
 Expected<Millis> duration_from_seconds(double seconds) {
@@ -94,9 +110,14 @@ Expected<Millis> duration_from_seconds(double seconds) {
                     format("invalid duration {}: expected a non-negative number of seconds",
                            shortest(seconds)));
     const double ms = seconds * 1000;
-    if (ms > k_max_ms)
+    if (ms > static_cast<double>(k_max_ms))
         return too_long(shortest(seconds));
-    return Millis{std::llround(ms)};
+    // Rounded half up by hand (llround is libm's, which nothing else needs): below 2^53
+    // the part after the point is exact.
+    auto whole = static_cast<long long>(ms);
+    if (ms - static_cast<double>(whole) >= 0.5)
+        ++whole;
+    return Millis{whole};
 }
 
 std::string format_duration(Millis d) {

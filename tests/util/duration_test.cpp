@@ -42,6 +42,24 @@ TEST_CASE("a duration is rounded to the nearest millisecond") {
     CHECK(parse_duration("0.0004") == Millis{0});
     CHECK(parse_duration("0.0006") == Millis{1});
     CHECK(parse_duration("1.5ms") == Millis{2});
+    CHECK(parse_duration("0.0005") == Millis{1}); // half up
+    CHECK(parse_duration("0.00049999999999") == Millis{0});
+}
+
+TEST_CASE("a duration's fraction is exact, however many digits it has") {
+    // No binary fraction in between: 0.1 is 100ms, 4.35 is 4350ms (4349.999... in a double).
+    CHECK(parse_duration("0.1") == Millis{100});
+    CHECK(parse_duration("4.35") == Millis{4'350});
+    CHECK(parse_duration("0.001") == Millis{1});
+    CHECK(parse_duration("2.0000000001") == Millis{2'000});
+    CHECK(parse_duration("1.99999999999999999999") == Millis{2'000});
+    CHECK(parse_duration("0.000000000000000000001d") == Millis{0});
+    CHECK(parse_duration("0000030") == Millis{30'000});
+    CHECK(parse_duration("0.123456789123h") == Millis{444'444});
+    CHECK(parse_duration("8759.9999999h") == Millis{31'536'000'000});
+    // 0.0000000059d is 0.50976ms: a digit past the ninth still decides the rounding.
+    CHECK(parse_duration("0.0000000059d") == Millis{1});
+    CHECK(parse_duration("0.0000000057870d") == Millis{0}); // 0.49999...ms
 }
 
 TEST_CASE("zero is a valid duration") {
@@ -65,6 +83,9 @@ TEST_CASE("a malformed duration is a usage error that quotes it") {
 TEST_CASE("a duration longer than a year is refused") {
     CHECK(parse_duration("8760h") == Millis{31'536'000'000});
     CHECK(error_of("8761h") == "invalid duration '8761h': must be at most a year (8760h)");
+    CHECK(error_of("8760.0001h") ==
+          "invalid duration '8760.0001h': must be at most a year (8760h)");
+    CHECK(error_of("365.5d") == "invalid duration '365.5d': must be at most a year (8760h)");
     CHECK(error_of("99999999999999999999999999") ==
           "invalid duration '99999999999999999999999999': must be at most a year (8760h)");
 }
@@ -73,6 +94,9 @@ TEST_CASE("a number of seconds from the config becomes a duration") {
     CHECK(duration_from_seconds(30) == Millis{30'000});
     CHECK(duration_from_seconds(0.25) == Millis{250});
     CHECK(duration_from_seconds(0) == Millis{0});
+    CHECK(duration_from_seconds(0.0004) == Millis{0}); // rounded, half up
+    CHECK(duration_from_seconds(0.0025) == Millis{3});
+    CHECK(duration_from_seconds(31'536'000) == Millis{31'536'000'000});
 }
 
 TEST_CASE("a negative, infinite or huge number of seconds is refused") {
@@ -86,6 +110,16 @@ TEST_CASE("a negative, infinite or huge number of seconds is refused") {
     auto huge = duration_from_seconds(1e10);
     REQUIRE_FALSE(huge);
     CHECK(huge.error().message == "invalid duration 10000000000: must be at most a year (8760h)");
+}
+
+TEST_CASE("a refused number of seconds is quoted in the shortest text that reads back") {
+    auto message = [](double seconds) { return duration_from_seconds(seconds).error().message; };
+    CHECK(message(-1.5) == "invalid duration -1.5: expected a non-negative number of seconds");
+    CHECK(message(-(0.1 + 0.2)) ==
+          "invalid duration -0.30000000000000004: expected a non-negative number of seconds");
+    CHECK(message(1e20) == "invalid duration 1e+20: must be at most a year (8760h)");
+    CHECK(message(std::numeric_limits<double>::infinity()) ==
+          "invalid duration inf: expected a non-negative number of seconds");
 }
 
 TEST_CASE("a duration is formatted in the largest unit that keeps it exact") {
