@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <limits>
 #include <poll.h>
 
+#include "config/server_url.hpp"
 #include "lock/name.hpp"
 #include "lock/scripts.hpp"
 #include "redis/fanout.hpp"
@@ -251,9 +253,39 @@ std::vector<ServerResult> Lock::collect() const {
     return out;
 }
 
-util::Expected<AcquireResult> Lock::acquire(int interrupt_fd) {
+size_t Lock::leader() const {
+    if (m_leader)
+        return *m_leader;
+    // Rendezvous hashing: the server whose hash with the name is the largest. A server's
+    // address in its canonical form (server_identities, without a DNS query), so that the
+    // order of the list and the spelling of an IP address do not matter.
+    auto hash = [](std::string_view a, std::string_view b) {
+        std::uint64_t h = 14695981039346656037ULL; // FNV-1a, then a final mix
+        for (std::string_view part : {a, std::string_view("\0", 1), b})
+            for (unsigned char c : part)
+                h = (h ^ c) * 1099511628211ULL;
+        h ^= h >> 33;
+        h *= 0xff51afd7ed558ccdULL;
+        h ^= h >> 33;
+        return h;
+    };
+    size_t best = 0;
+    std::uint64_t best_hash = 0;
+    for (size_t i = 0; i < m_conns.size(); ++i) {
+        const auto ids = config::server_identities(m_conns[i].server().url, false);
+        const auto h = hash(m_name_key, ids.empty() ? m_conns[i].name() : ids.front());
+        if (i == 0 || h > best_hash) {
+            best = i;
+            best_hash = h;
+        }
+    }
+    m_leader = best;
+    return best;
+}
+
+util::Expected<AcquireResult> Lock::acquire(int interrupt_fd, bool leader_first) {
     if (m_limit == 0)
-        return acquire_key(interrupt_fd);
+        return acquire_key(interrupt_fd, leader_first);
     // Every permit in turn, from a random one (contenders spread over them), until one is
     // ours. All held: "held", with the servers' answers for the permit that frees first.
     const size_t first = util::random_index(m_limit);
@@ -267,7 +299,7 @@ util::Expected<AcquireResult> Lock::acquire(int interrupt_fd) {
     };
     for (size_t k = 0; k < m_limit; ++k) {
         use_permit((first + k) % m_limit + 1);
-        auto attempt = acquire_key(interrupt_fd);
+        auto attempt = acquire_key(interrupt_fd, false);
         if (!attempt || attempt->status != AcquireStatus::held)
             return attempt;
         if (!soonest || frees_in(*attempt) < frees_in(*soonest))
@@ -276,7 +308,7 @@ util::Expected<AcquireResult> Lock::acquire(int interrupt_fd) {
     return *soonest;
 }
 
-util::Expected<AcquireResult> Lock::acquire_key(int interrupt_fd) {
+util::Expected<AcquireResult> Lock::acquire_key(int interrupt_fd, bool leader_first) {
     // A fresh token for every attempt after the first: a request of an earlier attempt
     // that runs late (a release finished by the background process, one abandoned on a
     // frozen server) must not find, and delete or extend, this attempt's key. The model
@@ -307,7 +339,47 @@ util::Expected<AcquireResult> Lock::acquire_key(int interrupt_fd) {
 
     auto sent = Clock::now();
     const auto valid_until = lock::validity_end(sent, m_ttl);
-    send_writes(command, fallback, sent);
+    if (leader_first && m_conns.size() > 1) {
+        // The leader alone first. Its "held" ends the attempt: nothing was written anywhere,
+        // the others were not asked. A yes or a failure goes on to the others; the round is
+        // then judged as any other, its validity counted from the leader's request.
+        const size_t lead = leader();
+        std::vector<bool> only(m_conns.size(), false);
+        only[lead] = true;
+        send_writes(command, fallback, sent, only);
+        // A leader slow to answer (frozen, busy) is given up on as a failed vote, and the
+        // attempt goes on without it: it costs a few round trips, not a timeout.
+        const std::optional<Clock::time_point> patience =
+            sent + std::max<Clock::duration>(k_leader_patience, m_round_trip * 4);
+        auto waited = redis::wait(
+            m_conns,
+            [&] { return classify(m_conns[lead]).vote != Vote::none || Clock::now() >= *patience; },
+            interrupt_fd, &patience);
+        const auto answer = classify(m_conns[lead]);
+        if (waited == redis::WaitResult::interrupted || answer.vote == Vote::no) {
+            AcquireResult result;
+            result.elapsed = Clock::now() - sent;
+            for (size_t i = 0; i < m_conns.size(); ++i)
+                result.servers.push_back(
+                    i == lead ? answer
+                              : ServerResult{.server = m_conns[i].name(), .detail = "not asked"});
+            m_last_cleanup.clear();
+            if (answer.vote == Vote::no) {
+                result.servers[lead].detail = "held";
+                result.status = AcquireStatus::held;
+                return result;
+            }
+            // Interrupted before the leader answered: its SET may land all the same.
+            if (answer.written)
+                m_last_cleanup = release(ReleaseWait::majority, only);
+            result.status = AcquireStatus::interrupted;
+            return result;
+        }
+        only.flip();
+        send_writes(command, fallback, Clock::now(), only);
+    } else {
+        send_writes(command, fallback, sent);
+    }
     // Decided early only once the outcome can no longer change: a majority said yes, or
     // enough servers answered that the lock is known to be held. "Too few answered" (69) is
     // judged when every server answered or failed, so that a "held" still on its way is not

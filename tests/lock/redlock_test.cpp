@@ -1,6 +1,7 @@
 // The Redlock algorithm over five real redis-server processes, with faults injected for
 // real: foreign values, SIGSTOP (frozen), SIGKILL and restart, a password mismatch.
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <chrono>
@@ -424,4 +425,80 @@ TEST_CASE("two locks racing for the same key over five servers never both win") 
             b_copies += five.get(i) == b.token();
         CHECK(b_copies < k_n / 2 + 1);
     }
+}
+
+TEST_CASE("the leader is the same server whatever the order of the list, and differs by name") {
+    std::vector<redlock::config::ServerConfig> servers;
+    for (int port = 7001; port <= 7005; ++port)
+        servers.push_back(server_config("redis://127.0.0.1:" + std::to_string(port)));
+    std::array<size_t, k_n> led{};
+    for (int n = 0; n < 200; ++n) {
+        const auto key = "lock:job-" + std::to_string(n);
+        Lock lock(servers, key, "{" + key + "}:meta", "{" + key + "}:fence", "t", 10s);
+        const auto leader = servers[lock.leader()].url.display();
+        ++led[lock.leader()];
+        auto reversed = servers;
+        std::ranges::reverse(reversed);
+        Lock other(reversed, key, "{" + key + "}:meta", "{" + key + "}:fence", "t", 10s);
+        CHECK(reversed[other.leader()].url.display() == leader);
+    }
+    // Spread over the servers: each leads some of 200 names (each would lead 40 on average).
+    for (size_t count : led)
+        CHECK(count >= 10);
+}
+
+TEST_CASE("leader first: the leader's \"held\" ends the attempt, and nothing is written") {
+    FiveServers five;
+    auto probe = five.make_lock();
+    const size_t lead = probe.leader();
+    REQUIRE(five[lead].command({"SET", k_key, "foreign", "PX", "60000"}) == "OK");
+
+    auto lock = five.make_lock();
+    auto result = lock.acquire(-1, true);
+    REQUIRE_MESSAGE(result, result.error().message);
+    CHECK(result->status == AcquireStatus::held);
+    CHECK(result->servers[lead].vote == Vote::no);
+    CHECK(result->servers[lead].held_pttl > 0);
+    CHECK(count_votes(result->servers, Vote::none) == k_n - 1);
+    for (size_t i = 0; i < k_n; ++i)
+        if (i != lead)
+            CHECK(five.get(i) == "(nil)");
+    // All servers at once, the same state is a majority of free servers.
+    auto again = lock.acquire();
+    REQUIRE(again);
+    CHECK(again->status == AcquireStatus::acquired);
+    CHECK(five.get(lead) == "foreign");
+}
+
+TEST_CASE("leader first: a free leader, then the others, with one fence for the whole attempt") {
+    FiveServers five;
+    auto lock = five.make_lock();
+    auto first = lock.acquire(-1, true);
+    REQUIRE(first);
+    REQUIRE(first->status == AcquireStatus::acquired);
+    (void)lock.release();
+    // A leader that is held elsewhere is no obstacle once a majority is free: here the
+    // leader says yes and one other server is held.
+    const size_t other = (lock.leader() + 1) % k_n;
+    REQUIRE(five[other].command({"SET", k_key, "foreign", "PX", "60000"}) == "OK");
+    auto lock2 = five.make_lock();
+    auto second = lock2.acquire(-1, true);
+    REQUIRE(second);
+    CHECK(second->status == AcquireStatus::acquired);
+    CHECK(second->fence > first->fence);
+    CHECK(count_votes(second->servers, Vote::no) == 1);
+}
+
+TEST_CASE("leader first: a frozen leader costs a few round trips, not a timeout") {
+    FiveServers five(2s);
+    auto lock = five.make_lock();
+    five[lock.leader()].freeze();
+    const auto started = Clock::now();
+    auto result = lock.acquire(-1, true);
+    const auto took = Clock::now() - started;
+    five[lock.leader()].thaw();
+    REQUIRE_MESSAGE(result, result.error().message);
+    CHECK(result->status == AcquireStatus::acquired);
+    CHECK(result->servers[lock.leader()].vote == Vote::failed);
+    CHECK(took < 1s); // the command timeout is 2 s; the leader's patience is 10 ms
 }
