@@ -55,16 +55,20 @@ int sleep_interruptibly(process::SignalEvents& signals, Clock::time_point until,
         auto now = Clock::now();
         if (now >= until)
             return 0;
+        auto wake = until;
+        if (notices)
+            wake = std::min(wake, notices->next_deadline().value_or(until));
         fds.assign(1, pollfd{signals.fd(), POLLIN, 0});
         if (notices)
             notices->add_pollfds(fds);
-        int rc = ::poll(fds.data(), fds.size(), util::poll_timeout_ms(now, until));
+        int rc = ::poll(fds.data(), fds.size(), util::poll_timeout_ms(now, wake));
         if (rc < 0 && errno != EINTR)
             return 0;
         if (rc > 0 && fds[0].revents)
             if (int sig = first_forwarded(signals))
                 return sig;
-        if (rc > 0 && notices && notices->on_events(std::span<const pollfd>(fds).subspan(1))) {
+        if ((rc > 0 && notices && notices->on_events(std::span<const pollfd>(fds).subspan(1))) ||
+            (notices && notices->expire(Clock::now()))) {
             if (noticed)
                 *noticed = true;
             return 0;
@@ -153,8 +157,21 @@ void read_holder(lock::Lock& lock, std::string_view name, WaitProgress& progress
 // last attempt (not one frozen or down); all of them when fewer answered.
 constexpr size_t k_notice_servers = 2;
 
-std::vector<config::ServerConfig> notice_servers(lock::Lock& lock,
-                                                 const lock::AcquireResult& attempt) {
+// How long a waiter that the leader told "held" waits to hear someone claim the win
+// before it tries every server at once (wait_and_acquire).
+constexpr Millis k_leader_confirm{100};
+
+// How long a release notice from the other server waits for the leader's own, which says
+// that an attempt there can succeed (redis::Subscription::set_primary).
+constexpr Millis k_primary_grace{20};
+
+struct NoticeServers {
+    std::vector<config::ServerConfig> servers;
+    std::optional<size_t> leader; // its place among them, when listened to first
+};
+
+NoticeServers notice_servers(lock::Lock& lock, const lock::AcquireResult& attempt,
+                             bool with_leader) {
     std::vector<config::ServerConfig> answered;
     std::vector<config::ServerConfig> all;
     const auto& conns = lock.connections();
@@ -162,15 +179,23 @@ std::vector<config::ServerConfig> notice_servers(lock::Lock& lock,
         all.push_back(conns[i].server());
         const auto vote =
             i < attempt.servers.size() ? attempt.servers[i].vote : lock::ServerResult::Vote::none;
-        if (vote == lock::ServerResult::Vote::yes || vote == lock::ServerResult::Vote::no)
+        if ((vote == lock::ServerResult::Vote::yes || vote == lock::ServerResult::Vote::no) &&
+            !(with_leader && i == lock.leader()))
             answered.push_back(conns[i].server());
     }
-    if (answered.size() < k_notice_servers)
-        return all;
-    while (answered.size() > k_notice_servers)
+    // Attempts go to the leader first: it sees every acquisition and every release that
+    // matters, the clean-up of an attempt that lost included, which only the servers it
+    // was written to announce. So the leader, and one other in case it goes down.
+    const size_t others = with_leader ? k_notice_servers - 1 : k_notice_servers;
+    if (answered.size() < others)
+        return {all, with_leader ? std::optional(lock.leader()) : std::nullopt};
+    while (answered.size() > others)
         answered.erase(answered.begin() +
                        static_cast<std::ptrdiff_t>(util::random_index(answered.size())));
-    return answered;
+    if (!with_leader)
+        return {answered, std::nullopt};
+    answered.push_back(conns[lock.leader()].server());
+    return {answered, answered.size() - 1};
 }
 
 } // namespace
@@ -219,9 +244,14 @@ util::Expected<Acquisition> wait_and_acquire(lock::Lock& lock, std::string_view 
     bool noticed = false;                       // the last sleep ended with a release notice
     size_t collided = 0; // over several servers: attempts in a row that a notice woke in vain
     Clock::time_point holder_read{}; // when the progress line's holder was last looked up
+    // Over several servers, a plain lock: an attempt a release notice set off goes to the
+    // leader first (Lock::acquire), as long as the leader answers.
+    const bool by_leader = lock.connections().size() > 1 && lock.limit() == 0 && !lock.fair();
+    bool leader_next = false;
+    bool listening_to_leader = false; // the notices' primary server is the leader
     for (;;) {
         ++attempts;
-        auto attempt = lock.acquire(signals.fd());
+        auto attempt = lock.acquire(signals.fd(), leader_next);
         note_failed_cleanup(lock, name);
         if (!attempt)
             return util::fail(attempt.error().kind,
@@ -297,13 +327,34 @@ util::Expected<Acquisition> wait_and_acquire(lock::Lock& lock, std::string_view 
         if (attempts == 1 && too_slow == 0)
             log::verbose("lock '{}' is {}; waiting ({})", name, held_by_others(lock),
                          lock::describe_round(attempt->servers));
+        // The leader alone said "held" (the others not asked)?
+        const bool leader_held =
+            leader_next && attempt->servers[lock.leader()].vote == lock::ServerResult::Vote::no &&
+            std::ranges::any_of(attempt->servers, [](const auto& s) {
+                return s.vote == lock::ServerResult::Vote::none;
+            });
+        // The attempts after the first go to the leader first, as long as it answers and
+        // is listened to: its notice is the one that says the leader is free. (One not
+        // waited for may be a server still connecting or frozen: subscribing there would
+        // wait for it.)
+        bool leader_answers = false;
+        if (by_leader) {
+            const auto vote = attempt->servers[lock.leader()].vote;
+            leader_answers =
+                vote == lock::ServerResult::Vote::yes || vote == lock::ServerResult::Vote::no;
+        }
+        leader_next = leader_answers && listening_to_leader;
         // Woken by the release: subscribed before the next attempt, so that a release
         // after it cannot pass unnoticed, and one before it is seen by the attempt. So
         // the first time, and whenever a subscription was lost, look again at once.
         if (too_slow == 0 && (!notices || notices->lost())) {
-            auto servers = notice_servers(lock, *attempt);
+            auto [servers, leader] = notice_servers(lock, *attempt, leader_answers);
             listened = servers.size();
             notices.emplace(servers, lock.release_channel());
+            if (leader)
+                notices->set_primary(*leader, k_primary_grace);
+            listening_to_leader = leader.has_value();
+            leader_next = listening_to_leader;
             notices->subscribe();
             if (notices->live() == 0)
                 log::verbose("cannot subscribe to releases of '{}'; retrying now and then", name);
@@ -312,10 +363,18 @@ util::Expected<Acquisition> wait_and_acquire(lock::Lock& lock, std::string_view 
         if (notices && notices->incomplete())
             notices->subscribe(); // a server down or frozen before: it may be back
         // Without a notice, until the holder's lease could have run out (a holder that
-        // died sends none), jittered so that the waiters do not all come back at once. With
-        // no subscription at all, a short jittered retry, as waiters without pub/sub must.
+        // died sends none), jittered so that the waiters do not all come back at once: on
+        // a majority, or where the leader alone was asked, there. With no subscription at
+        // all, a short jittered retry, as waiters without pub/sub must.
         Clock::time_point until;
-        auto expiry = until_expiry(attempt->servers);
+        std::optional<Millis> expiry;
+        if (leader_held) {
+            const auto pttl = attempt->servers[lock.leader()].held_pttl;
+            if (pttl >= 0)
+                expiry = Millis(pttl);
+        } else {
+            expiry = until_expiry(attempt->servers);
+        }
         if (too_slow > 0 || !notices || notices->live() == 0)
             until = now + util::random_between(20ms, 200ms);
         else
@@ -336,17 +395,42 @@ util::Expected<Acquisition> wait_and_acquire(lock::Lock& lock, std::string_view 
             holder_read = now;
         }
         const bool spread = lock.connections().size() > 1 && !lock.fair();
+        // After the leader alone said "held": the waiter that won it says "acquired" within
+        // a few round trips (its round 1 publishes on every server). If nobody does, what
+        // holds the leader may be a key left there alone (a release that failed there, a
+        // holder that won without it): then one attempt on every server at once, which
+        // does not depend on the leader. Generous, since an attempt on every server while
+        // the winner's second step is under way would split the votes.
+        auto confirm_by = Clock::time_point::max(); // none
+        if (leader_held && notices && notices->live() > 0)
+            confirm_by = now + k_leader_confirm;
+        bool heard_taken = false;
+        bool leader_unconfirmed = false;
         for (;;) {
             noticed = false;
             for (;;) {
                 auto next = progress ? progress->update(Clock::now()) : Clock::time_point::max();
+                next = std::min(next, confirm_by);
                 if (int sig = sleep_interruptibly(signals, std::min(until, next),
                                                   notices ? &*notices : nullptr, &noticed))
                     return Acquisition{AcquireOutcome::interrupted, sig};
                 if (noticed || Clock::now() >= until)
                     break;
+                if (confirm_by != Clock::time_point::max() && notices->taken())
+                    heard_taken = true;
+                if (Clock::now() >= confirm_by) {
+                    confirm_by = Clock::time_point::max();
+                    if (!heard_taken) {
+                        leader_unconfirmed = true;
+                        break;
+                    }
+                }
             }
-            if (!noticed || !spread)
+            // Woken by a release: straight to the leader, no spreading needed; only one
+            // waiter can win there. Otherwise (the leader does not answer, or it said
+            // "held" and nobody claimed the win) every server at once.
+            leader_next = leader_answers && listening_to_leader && !leader_unconfirmed;
+            if (!noticed || !spread || leader_next)
                 break;
             // A notice wakes every waiter at once. Over several servers, attempts that
             // cross split the votes so that nobody wins, and each one's clean-up notice

@@ -157,7 +157,10 @@ return 0)lua",
 // Compare-and-delete of the lock and its metadata (ARGV[1] token). Then, if ARGV[2] names
 // the release channel ({<key>}:released, in the key's hash slot), a notice there wakes the
 // waiters; it carries how many there are (PUBSUB NUMSUB), so that over several servers they
-// can spread out their attempts ("released" where the ACL does not allow NUMSUB). pcall:
+// can spread out their attempts ("released" where the ACL does not allow NUMSUB), and after
+// a space the release's id (12 hex digits of SHA1(token): not the token, which is still
+// valid on servers the release has not reached yet), by which a waiter listening to two
+// servers wakes once for one release, not once per server. pcall:
 // an ACL that allows no channels must not cost the release itself.
 // Returns 1 when deleted, 0 when not ours.
 inline constexpr Script k_release_script{
@@ -167,12 +170,12 @@ inline constexpr Script k_release_script{
   if ARGV[2] then
     local n = redis.pcall("pubsub", "numsub", ARGV[2])
     n = type(n) == "table" and n[2]
-    redis.pcall("publish", ARGV[2], n and tostring(n) or "released")
+    redis.pcall("publish", ARGV[2], (n and tostring(n) or "released") .. " " .. redis.sha1hex(ARGV[1]):sub(1, 12))
   end
   return deleted
 end
 return 0)lua",
-    "55621211e2328c98881a913adbaa9b9786221b1c"};
+    "a6a758bbe2b417a9dd0338a32e7ff89969c67239"};
 
 // The token, remaining TTL (ms), metadata and fence counter of a lock, and the record of
 // its last --once-per run if KEYS[4] names it ({} if not); {nil, -2, {}, fence, record} when
@@ -311,10 +314,10 @@ end
 if ARGV[2] then
   local n = redis.pcall("pubsub", "numsub", ARGV[2])
   n = type(n) == "table" and n[2]
-  redis.pcall("publish", ARGV[2], n and tostring(n) or "released")
+  redis.pcall("publish", ARGV[2], (n and tostring(n) or "released") .. " " .. redis.sha1hex(ARGV[1]):sub(1, 12))
 end
 return deleted)lua",
-    "8e940f8e04187a566fc8d39b3e98084f24069079"};
+    "4dc6c0387ee22e22e2bd34e5e9c8750831b902ad"};
 
 // --fair: leave the queue (KEYS[1] queue, KEYS[2] last attempts; ARGV[1] token), when a
 // waiter gives up.

@@ -96,6 +96,26 @@ void Subscription::read_notices(size_t i, std::string_view bytes) {
             m_taken = true;
             continue;
         }
+        // "COUNT ID" ("released ID"; older releases send no ID). With a primary server
+        // (set_primary), another server's notice of a release is news only if the primary
+        // does not announce it first or soon after. Without one, every notice is: one from
+        // a server the release reached later may be the one an attempt needs.
+        if (auto space = payload.find(' '); space != std::string::npos) {
+            std::string id = payload.substr(space + 1);
+            payload.resize(space);
+            if (m_primary && i == *m_primary) {
+                std::erase_if(m_pending, [&](const Pending& p) { return p.id == id; });
+                remember(std::move(id));
+            } else if (m_primary) {
+                if (std::ranges::find(m_recent_releases, id) != m_recent_releases.end())
+                    continue; // the primary said it first
+                if (m_fds[*m_primary]) {
+                    if (std::ranges::find(m_pending, id, &Pending::id) == m_pending.end())
+                        m_pending.push_back(Pending{std::move(id), Clock::now() + m_primary_grace});
+                    continue;
+                }
+            }
+        }
         m_released = true;
         m_taken = false; // released again since: worth a try
         char* end = nullptr;
@@ -143,6 +163,41 @@ bool Subscription::drain(size_t i) {
         m_lost = true;
         return false;
     }
+}
+
+void Subscription::remember(std::string id) {
+    m_recent_releases[m_next_recent++ % m_recent_releases.size()] = std::move(id);
+}
+
+void Subscription::set_primary(size_t index, Clock::duration grace) {
+    m_primary = index;
+    m_primary_grace = grace;
+}
+
+std::optional<Clock::time_point> Subscription::next_deadline() const {
+    std::optional<Clock::time_point> first;
+    for (const auto& p : m_pending)
+        if (!first || p.deadline < *first)
+            first = p.deadline;
+    return first;
+}
+
+bool Subscription::expire(Clock::time_point now) {
+    bool woken = false;
+    for (auto it = m_pending.begin(); it != m_pending.end();) {
+        // The primary did not announce it (frozen, down, or its release failed there), or
+        // it went away meanwhile: the other server's notice is all there is.
+        if (it->deadline <= now || !m_fds[*m_primary]) {
+            remember(std::move(it->id));
+            it = m_pending.erase(it);
+            woken = true;
+        } else {
+            ++it;
+        }
+    }
+    if (woken)
+        m_taken = false;
+    return woken;
 }
 
 bool Subscription::on_events(std::span<const pollfd> fds) {

@@ -6,6 +6,7 @@
 // crowd of waiters: how many there are (the release's count) and "acquired" (someone won,
 // which wakes nobody).
 
+#include <array>
 #include <optional>
 #include <poll.h>
 #include <span>
@@ -39,6 +40,17 @@ class Subscription {
     void add_pollfds(std::vector<pollfd>& fds) const;
     // After poll() on those fds: true if a release notice came or a subscription was lost.
     bool on_events(std::span<const pollfd> fds);
+    // Server `index` (in the constructor's order) is the one whose notices count first:
+    // where the waiters' attempts go first (Lock::leader), so its notice is the one that
+    // says an attempt can succeed; another server's may come before the release has
+    // reached it. Another server's notice of a release then wakes only if the primary has
+    // not announced it within `grace` (frozen, down, or its release failed there), or its
+    // subscription is gone; expire() says when.
+    void set_primary(size_t index, Clock::duration grace);
+    // When expire() may next have news: the earliest such grace to end.
+    [[nodiscard]] std::optional<Clock::time_point> next_deadline() const;
+    // True when a release heard only from another server is now news (its grace passed).
+    bool expire(Clock::time_point now);
     // Whether an acquire said "acquired" since the last call (someone won the lock), and
     // no release notice came after it.
     [[nodiscard]] bool taken() { return std::exchange(m_taken, false); }
@@ -60,6 +72,20 @@ class Subscription {
     std::optional<long long> m_waiters;
     bool m_released = false; // drain() read a release notice
     bool m_taken = false;
+    void remember(std::string id);
+
+    // The ids of the last few releases the primary announced: each release is announced
+    // on every server.
+    std::array<std::string, 8> m_recent_releases;
+    size_t m_next_recent = 0;
+    // Releases heard from another server than the primary, not (yet) from it.
+    struct Pending {
+        std::string id;
+        Clock::time_point deadline;
+    };
+    std::vector<Pending> m_pending;
+    std::optional<size_t> m_primary;
+    Clock::duration m_primary_grace{};
     std::vector<bool> m_refused;
     bool m_lost = false;
 };

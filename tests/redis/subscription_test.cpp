@@ -1,0 +1,123 @@
+#include <chrono>
+#include <poll.h>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include "config/server_url.hpp"
+#include "redis/subscription.hpp"
+#include "support/redis_server.hpp"
+
+using namespace std::chrono_literals;
+using redlock::config::ServerConfig;
+using redlock::redis::Subscription;
+using redlock::test::RedisServer;
+
+namespace {
+
+constexpr char k_channel[] = "{lock:job}:released";
+
+ServerConfig server_config(const std::string& url) {
+    auto parsed = redlock::config::parse_server_url(url);
+    REQUIRE_MESSAGE(parsed, url);
+    return ServerConfig{*parsed, 5s, 5s, {}, {}, 0, {}, {}};
+}
+
+// Publishes `payload` on `server` and reports whether the subscription woke for it: it
+// polls until the message has been read (the server says one subscriber received it, and
+// it arrives within the bound), then for a short while more, so that a wake-up that should
+// not happen has its chance to.
+bool wakes(Subscription& sub, const RedisServer& server, const std::string& payload) {
+    REQUIRE(server.command({"PUBLISH", k_channel, payload}) == "1");
+    bool woken = false;
+    for (int rounds = 0; rounds < 20; ++rounds) {
+        std::vector<pollfd> fds;
+        sub.add_pollfds(fds);
+        int rc = ::poll(fds.data(), fds.size(), rounds == 0 ? 5000 : 10);
+        if (rc > 0)
+            woken |= sub.on_events(fds);
+        else if (rounds > 0)
+            break;
+    }
+    return woken;
+}
+
+} // namespace
+
+TEST_CASE("without a primary server every release notice wakes") {
+    RedisServer a;
+    RedisServer b;
+    Subscription sub({server_config(a.url()), server_config(b.url())}, k_channel);
+    sub.subscribe();
+    REQUIRE(sub.live() == 2);
+
+    CHECK(wakes(sub, a, "3 0123456789ab"));
+    CHECK(sub.waiters() == 3);
+    // The same release from the other server: it may be the one an attempt needs.
+    CHECK(wakes(sub, b, "3 0123456789ab"));
+    CHECK(wakes(sub, a, "released")); // older releases say no id
+    CHECK(wakes(sub, b, "4"));
+    CHECK(sub.waiters() == 4);
+    CHECK_FALSE(wakes(sub, a, "acquired")); // someone won: nothing to wake for
+    CHECK(sub.taken());
+}
+
+TEST_CASE("with a primary server a release wakes once, when the primary announces it") {
+    RedisServer a;
+    RedisServer b;
+    Subscription sub({server_config(a.url()), server_config(b.url())}, k_channel);
+    sub.set_primary(0, 1h); // no grace runs out during this test
+    sub.subscribe();
+    REQUIRE(sub.live() == 2);
+
+    // The other server first: the release may not have reached the primary yet.
+    CHECK_FALSE(wakes(sub, b, "3 0123456789ab"));
+    CHECK(sub.next_deadline().has_value());
+    CHECK(wakes(sub, a, "3 0123456789ab"));
+    CHECK_FALSE(sub.next_deadline().has_value());
+    // The primary first: the other server's notice of the same release is no news.
+    CHECK(wakes(sub, a, "2 ba9876543210"));
+    CHECK_FALSE(wakes(sub, b, "2 ba9876543210"));
+    CHECK_FALSE(sub.next_deadline().has_value());
+    // Without an id nothing can be matched: it wakes.
+    CHECK(wakes(sub, b, "released"));
+}
+
+TEST_CASE("with a primary server another server's notice wakes once its grace has passed") {
+    RedisServer a;
+    RedisServer b;
+    Subscription sub({server_config(a.url()), server_config(b.url())}, k_channel);
+    sub.set_primary(0, 50ms);
+    sub.subscribe();
+    REQUIRE(sub.live() == 2);
+
+    CHECK(wakes(sub, a, "acquired") == false);
+    CHECK(sub.taken());
+    CHECK_FALSE(wakes(sub, b, "1 0123456789ab")); // the primary's release failed, say
+    auto deadline = sub.next_deadline();
+    REQUIRE(deadline.has_value());
+    CHECK_FALSE(sub.expire(*deadline - 1ms));
+    CHECK(sub.expire(*deadline));
+    CHECK_FALSE(sub.taken()); // a release since the win
+    CHECK_FALSE(sub.next_deadline().has_value());
+    // The primary's late notice of it still wakes: an attempt there can now succeed.
+    CHECK(wakes(sub, a, "1 0123456789ab"));
+}
+
+TEST_CASE("with the primary's subscription gone, another server's notice wakes at once") {
+    RedisServer a;
+    RedisServer b;
+    Subscription sub({server_config(a.url()), server_config(b.url())}, k_channel);
+    sub.set_primary(0, 1h);
+    sub.subscribe();
+    REQUIRE(sub.live() == 2);
+    a.kill();
+    // The closed connection wakes (and counts as lost), then b's notice is news at once.
+    std::vector<pollfd> fds;
+    sub.add_pollfds(fds);
+    REQUIRE(::poll(fds.data(), fds.size(), 5000) > 0);
+    CHECK(sub.on_events(fds));
+    CHECK(sub.lost());
+    CHECK(wakes(sub, b, "1 0123456789ab"));
+}
