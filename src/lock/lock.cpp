@@ -389,14 +389,17 @@ util::Expected<AcquireResult> Lock::acquire_key(int interrupt_fd, bool leader_fi
     // majority took, at least k_straggler_grace, at most a twentieth of the TTL), so that
     // every server heard from in time gets the fence too: written to all N servers, a fence
     // survives any minority of them restarting without its counter (see write_fence). A
-    // server frozen or down costs the grace, not a timeout.
+    // server frozen or down costs the grace, not a timeout. Known to be held, the servers
+    // still to answer get the same grace: a request already written there and abandoned
+    // would need a clean-up release on a new connection (and the next attempt yet another
+    // connection), when the answer, most likely "held" too, is a moment away.
     std::optional<Clock::time_point> grace_end;
     auto waited = redis::wait(
         m_conns,
         [&] {
             Tally t = tally();
-            if (!t.won())
-                return t.lost() && t.yes + t.no >= t.majority();
+            if (!t.won() && !(t.lost() && t.yes + t.no >= t.majority()))
+                return false;
             auto now = Clock::now();
             if (!grace_end) {
                 auto grace = std::max<Clock::duration>(now - sent, k_straggler_grace);
