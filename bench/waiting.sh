@@ -12,8 +12,8 @@
 # 2. hand-over: PAIRS (30) times, per binary, a holder whose PROGRAM's last act is
 #    `date +%s%N` and, started while it holds, a waiter (-w 30s) whose PROGRAM is
 #    `date +%s%N`: latency = the waiter's time - the holder's, i.e. the holder's PROGRAM
-#    ends -> the release -> the waiter acquires -> its PROGRAM starts. 1 server; median
-#    and p90. The two binaries alternate, pair by pair.
+#    ends -> the release -> the waiter acquires -> its PROGRAM starts. Over 1 and over 5
+#    servers; median and p90. The two binaries alternate, pair by pair.
 # 3. commands: a holder holding HOLD (3) s, and a waiter (-w 30s) started once the holder
 #    holds; what the server executed in all (CONFIG RESETSTAT before, INFO commandstats
 #    after), minus what the same holder costs alone: the waiter's commands, its own
@@ -77,14 +77,19 @@ if crowd:
               f" {m / fl:>7.2f} {vs_base:>10}")
 
 if handover:
-    print(f"\nhand-over: holder's PROGRAM ends -> waiter's PROGRAM starts, 1 server")
-    print(f"  {'':<10} {'pairs':>5} {'median':>10} {'p90':>10} {'min':>10} {'max':>10}")
-    for name in ("baseline", "new"):
-        xs = handover[name]
-        print(f"  {name:<10} {len(xs):>5} {med(xs):>7.2f} ms {p90(xs):>7.2f} ms"
+    print(f"\nhand-over: holder's PROGRAM ends -> waiter's PROGRAM starts")
+    print(f"  {'':<20} {'pairs':>5} {'median':>10} {'p90':>10} {'min':>10} {'max':>10}")
+    for name in ("baseline", "new", "baseline, 5 servers", "new, 5 servers"):
+        xs = handover.get(name)
+        if not xs:
+            continue
+        print(f"  {name:<20} {len(xs):>5} {med(xs):>7.2f} ms {p90(xs):>7.2f} ms"
               f" {min(xs):>7.2f} ms {max(xs):>7.2f} ms")
-    b, n = handover["baseline"], handover["new"]
-    print(f"  new/baseline: median {med(n) / med(b):.2f}, p90 {p90(n) / p90(b):.2f}")
+    for servers, suffix in (("1 server", ""), ("5 servers", ", 5 servers")):
+        b, n = handover.get("baseline" + suffix), handover.get("new" + suffix)
+        if b and n:
+            print(f"  new/baseline, {servers}: median {med(n) / med(b):.2f}, "
+                  f"p90 {p90(n) / p90(b):.2f}")
 
 if cmds:
     shown = ["evalsha", "eval", "subscribe", "publish", "pttl"]
@@ -283,17 +288,20 @@ for ((r = 0; r < rounds; r++)); do
     done
 done
 
-# handover PAIR NAME BIN: one holder and one waiter; records the waiter's PROGRAM start
-# minus the holder's PROGRAM end, in nanoseconds.
+# handover PAIR NAME BIN SERVERS: one holder and one waiter over SERVERS (the name of an
+# array of -s options); records the waiter's PROGRAM start minus the holder's PROGRAM end,
+# in nanoseconds.
 handover() {
-    local pair=$1 name=$2 b=$3 end start
+    local pair=$1 name=$2 b=$3 end start key
+    local -n servers=$4
+    key="handover-${name//[^a-z0-9]/}"
     rm -f "$flag" "$bench_tmp/end" "$bench_tmp/start"
-    "$b" "${one[@]}" run -k "handover-$name" -- \
+    "$b" "${servers[@]}" run -k "$key" -- \
         sh -c ': >"$1"; sleep "$2"; exec date +%s%N' sh "$flag" "$pair_hold" \
         >"$bench_tmp/end" 2>"$bench_tmp/bg.0.err" &
     bg_pids+=($!)
     wait_held "${bg_pids[0]}"
-    "$b" "${one[@]}" run -k "handover-$name" -w 30s -- date +%s%N >"$bench_tmp/start" 2>"$bench_tmp/bg.1.err" &
+    "$b" "${servers[@]}" run -k "$key" -w 30s -- date +%s%N >"$bench_tmp/start" 2>"$bench_tmp/bg.1.err" &
     bg_pids+=($!)
     reap "hand-over '$name'"
     end=$(tail -n 1 "$bench_tmp/end")
@@ -305,14 +313,18 @@ handover() {
     fi
 }
 
-echo "-- hand-over: $pairs pairs per binary (holder holds ${pair_hold}s), 1 server"
+echo "-- hand-over: $pairs pairs per binary (holder holds ${pair_hold}s), 1 and 5 servers"
 for ((p = 1; p <= pairs; p++)); do
     if ((p % 2)); then
-        handover "$p" baseline "$base"
-        handover "$p" new "$bin"
+        handover "$p" baseline "$base" one
+        handover "$p" new "$bin" one
+        handover "$p" "baseline, 5 servers" "$base" five
+        handover "$p" "new, 5 servers" "$bin" five
     else
-        handover "$p" new "$bin"
-        handover "$p" baseline "$base"
+        handover "$p" "new, 5 servers" "$bin" five
+        handover "$p" "baseline, 5 servers" "$base" five
+        handover "$p" new "$bin" one
+        handover "$p" baseline "$base" one
     fi
     ((p % 10)) || echo "  $p/$pairs"
 done
