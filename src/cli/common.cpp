@@ -143,8 +143,12 @@ void read_holder(lock::Lock& lock, std::string_view name, WaitProgress& progress
         const auto held = view.held_permits();
         if (!held.empty())
             progress.set_holder(held.front()->holder, held.size() - 1);
+        else
+            progress.holder_unknown();
     } else if (view.state == lock::LockState::held) {
         progress.set_holder(view.holder);
+    } else { // released, or changing hands, since the attempt
+        progress.holder_unknown();
     }
     if (lock.fair())
         progress.set_queue_position(lock.queue_position());

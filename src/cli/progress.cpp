@@ -67,6 +67,13 @@ WaitProgress::~WaitProgress() {
 void WaitProgress::set_holder(std::optional<lock::Holder> holder, size_t others) {
     m_holder = std::move(holder);
     m_others = others;
+    m_holder_read = true;
+}
+
+void WaitProgress::holder_unknown() {
+    m_holder.reset();
+    m_others = 0;
+    m_holder_read = false;
 }
 
 std::string WaitProgress::text(Clock::time_point now) const {
@@ -74,7 +81,7 @@ std::string WaitProgress::text(Clock::time_point now) const {
     std::string out = waited >= 1s
                           ? util::format("waiting {} for '{}'", human_duration(waited), m_name)
                           : util::format("waiting for '{}'", m_name);
-    out += ", held by " + holder_text(m_holder);
+    out += ", held by " + (m_holder_read ? holder_text(m_holder) : std::string("another owner"));
     if (m_holder) {
         if (auto age = age_of(m_holder->acquired_at); age && age->count() >= 0)
             out += " for " + human_duration(*age);

@@ -26,6 +26,9 @@ class WaitProgress {
     // The holder as the servers describe it (nullopt: a holder without redlock metadata).
     // With `others`, the holders of a semaphore's other permits (--limit), counted only.
     void set_holder(std::optional<lock::Holder> holder, size_t others = 0);
+    // The lock could not be read as held by anyone (it changed hands meanwhile, or the
+    // servers were not read yet): the line says "another owner", claiming nothing.
+    void holder_unknown();
     // --fair: our place in the queue, 0 at its head (nullopt: not known).
     void set_queue_position(std::optional<long long> position) { m_position = position; }
     // Shows the state if it is due; returns when to call again.
@@ -39,6 +42,7 @@ class WaitProgress {
     Clock::time_point m_started;
     std::optional<Clock::time_point> m_give_up;
     std::optional<lock::Holder> m_holder;
+    bool m_holder_read = false; // set_holder was the last word: m_holder is what was read
     size_t m_others = 0;
     std::optional<long long> m_position;
     bool m_enabled = false;
