@@ -331,12 +331,7 @@ util::Expected<Acquisition> wait_and_acquire(lock::Lock& lock, std::string_view 
         if (attempts == 1 && too_slow == 0)
             log::verbose("lock '{}' is {}; waiting ({})", name, held_by_others(lock),
                          lock::describe_round(attempt->servers));
-        // The leader alone said "held" (the others not asked)?
-        const bool leader_held =
-            leader_next && attempt->servers[lock.leader()].vote == lock::ServerResult::Vote::no &&
-            std::ranges::any_of(attempt->servers, [](const auto& s) {
-                return s.vote == lock::ServerResult::Vote::none;
-            });
+        const bool leader_held = attempt->leader_only; // the others not asked
         // The attempts after the first go to the leader first, as long as it answers and
         // is listened to: its notice is the one that says the leader is free. (One not
         // waited for may be a server still connecting or frozen: subscribing there would
@@ -347,7 +342,6 @@ util::Expected<Acquisition> wait_and_acquire(lock::Lock& lock, std::string_view 
             leader_answers =
                 vote == lock::ServerResult::Vote::yes || vote == lock::ServerResult::Vote::no;
         }
-        leader_next = leader_answers && listening_to_leader;
         // Woken by the release: subscribed before the next attempt, so that a release
         // after it cannot pass unnoticed, and one before it is seen by the attempt. So
         // the first time, and whenever a subscription was lost, look again at once.

@@ -367,6 +367,7 @@ util::Expected<AcquireResult> Lock::acquire_key(int interrupt_fd, bool leader_fi
             if (answer.vote == Vote::no) {
                 result.servers[lead].detail = "held";
                 result.status = AcquireStatus::held;
+                result.leader_only = true;
                 return result;
             }
             // Interrupted before the leader answered: its SET may land all the same.

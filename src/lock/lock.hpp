@@ -82,6 +82,8 @@ struct AcquireResult {
     Clock::time_point validity_end{};
     Clock::duration elapsed{};
     std::vector<ServerResult> servers;
+    // leader_first: held, as the leader alone said; the other servers were not asked.
+    bool leader_only = false;
 };
 
 enum class RenewStatus { pending, renewed, not_ours, failed };

@@ -74,8 +74,8 @@ class Subscription {
     bool m_taken = false;
     void remember(std::string id);
 
-    // The ids of the last few releases the primary announced: each release is announced
-    // on every server.
+    // The ids of the last few releases already news (announced by the primary, or past
+    // their grace): each release is announced on every server.
     std::array<std::string, 8> m_recent_releases;
     size_t m_next_recent = 0;
     // Releases heard from another server than the primary, not (yet) from it.

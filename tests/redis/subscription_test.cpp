@@ -1,4 +1,5 @@
 #include <chrono>
+#include <optional>
 #include <poll.h>
 #include <string>
 #include <vector>
@@ -43,14 +44,25 @@ bool wakes(Subscription& sub, const RedisServer& server, const std::string& payl
     return woken;
 }
 
+// Two servers, both subscribed to; the first is the primary when a grace is given.
+struct TwoServers {
+    RedisServer a;
+    RedisServer b;
+    Subscription sub{{server_config(a.url()), server_config(b.url())}, k_channel};
+
+    explicit TwoServers(std::optional<std::chrono::milliseconds> primary_grace = std::nullopt) {
+        if (primary_grace)
+            sub.set_primary(0, *primary_grace);
+        sub.subscribe();
+        REQUIRE(sub.live() == 2);
+    }
+};
+
 } // namespace
 
 TEST_CASE("without a primary server every release notice wakes") {
-    RedisServer a;
-    RedisServer b;
-    Subscription sub({server_config(a.url()), server_config(b.url())}, k_channel);
-    sub.subscribe();
-    REQUIRE(sub.live() == 2);
+    TwoServers two;
+    auto& [a, b, sub] = two;
 
     CHECK(wakes(sub, a, "3 0123456789ab"));
     CHECK(sub.waiters() == 3);
@@ -64,12 +76,8 @@ TEST_CASE("without a primary server every release notice wakes") {
 }
 
 TEST_CASE("with a primary server a release wakes once, when the primary announces it") {
-    RedisServer a;
-    RedisServer b;
-    Subscription sub({server_config(a.url()), server_config(b.url())}, k_channel);
-    sub.set_primary(0, 1h); // no grace runs out during this test
-    sub.subscribe();
-    REQUIRE(sub.live() == 2);
+    TwoServers two(1h); // no grace runs out during this test
+    auto& [a, b, sub] = two;
 
     // The other server first: the release may not have reached the primary yet.
     CHECK_FALSE(wakes(sub, b, "3 0123456789ab"));
@@ -85,12 +93,8 @@ TEST_CASE("with a primary server a release wakes once, when the primary announce
 }
 
 TEST_CASE("with a primary server another server's notice wakes once its grace has passed") {
-    RedisServer a;
-    RedisServer b;
-    Subscription sub({server_config(a.url()), server_config(b.url())}, k_channel);
-    sub.set_primary(0, 50ms);
-    sub.subscribe();
-    REQUIRE(sub.live() == 2);
+    TwoServers two(50ms);
+    auto& [a, b, sub] = two;
 
     CHECK(wakes(sub, a, "acquired") == false);
     CHECK(sub.taken());
@@ -106,12 +110,8 @@ TEST_CASE("with a primary server another server's notice wakes once its grace ha
 }
 
 TEST_CASE("with the primary's subscription gone, another server's notice wakes at once") {
-    RedisServer a;
-    RedisServer b;
-    Subscription sub({server_config(a.url()), server_config(b.url())}, k_channel);
-    sub.set_primary(0, 1h);
-    sub.subscribe();
-    REQUIRE(sub.live() == 2);
+    TwoServers two(1h);
+    auto& [a, b, sub] = two;
     a.kill();
     // The closed connection wakes (and counts as lost), then b's notice is news at once.
     std::vector<pollfd> fds;
