@@ -3,12 +3,11 @@
 #include <algorithm>
 #include <charconv>
 #include <cstring>
-#include <iostream>
 
-#include <CLI/CLI.hpp>
 #include <hiredis/hiredis.h>
 
 #include "cli/args.hpp"
+#include "cli/cli11.hpp" // CLI11 without <iostream>'s static initialiser
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
 #include "cli/help.hpp"
@@ -534,6 +533,7 @@ int print_help(std::string_view command) {
 } // namespace
 
 std::expected<CommandLine, int> parse_with_cli11(int argc, char** argv) {
+    static const std::ios_base::Init streams; // see cli11.hpp
     CommandLine line;
     line.command = chosen_command(argc, argv);
     const std::string& chosen = line.command;
@@ -657,8 +657,7 @@ int run_main(int argc, char** argv) {
         return parsed.error();
     const CommandLine& line = *parsed;
     if (line.show_version) {
-        std::cout << version_text();
-        return 0;
+        return print_stdout(version_text()) ? 0 : util::exit_code::internal;
     }
     if (line.command.empty()) {
         log::error("a command is required: run, status, list, acquire, extend, release or "

@@ -1,7 +1,6 @@
 // status and list: read-only views of locks, merged across servers.
 
 #include <algorithm>
-#include <iostream>
 
 #include "cli/commands.hpp"
 #include "cli/common.hpp"

@@ -7,6 +7,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace redlock::lock {
@@ -25,6 +26,10 @@ struct Holder {
 // passwords redlock knows of (its servers'), masked wherever they appear.
 [[nodiscard]] Holder current_holder(std::span<const std::string> command, long pid,
                                     std::span<const std::string> secrets = {});
+
+// The user name of `uid` in the text of an /etc/passwd file (`name:pw:uid:...` lines);
+// nullopt when no line has that uid. NIS markers (`+`, `-` lines of "compat") are skipped.
+[[nodiscard]] std::optional<std::string> passwd_file_user(std::string_view passwd, unsigned uid);
 
 // A command line as a shell would need it typed: words quoted only where needed.
 [[nodiscard]] std::string shell_quote(std::span<const std::string> words);

@@ -1,5 +1,7 @@
 #include <map>
+#include <pwd.h>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 #include <doctest/doctest.h>
@@ -10,6 +12,7 @@ using redlock::lock::current_holder;
 using redlock::lock::Holder;
 using redlock::lock::holder_fields;
 using redlock::lock::parse_holder;
+using redlock::lock::passwd_file_user;
 using redlock::lock::shell_quote;
 
 namespace {
@@ -110,6 +113,32 @@ TEST_CASE("the current holder names this process's user and the shell-quoted com
     CHECK(h.acquired_at[10] == 'T');
     CHECK(h.acquired_at[19] == '.');
     CHECK(h.acquired_at.back() == 'Z');
+}
+
+TEST_CASE("the current holder's user is the one getpwuid names") {
+    // Read from /etc/passwd directly; it must agree with NSS for this process's user.
+    const passwd* pw = ::getpwuid(::geteuid());
+    REQUIRE(pw != nullptr);
+    CHECK(current_holder({}, 1).user == pw->pw_name);
+}
+
+TEST_CASE("passwd_file_user finds the uid's line and only an exact uid") {
+    const std::string passwd = "root:x:0:0:root:/root:/bin/bash\n"
+                               "daemon:x:1:1:daemon:/usr/sbin:/usr/sbin/nologin\n"
+                               "bad line without colons\n"
+                               "+nis:x:1000:1000::/:/bin/sh\n"
+                               "-other:x:1000:1000::/:/bin/sh\n"
+                               ":x:1000:1000::/:/bin/sh\n"
+                               "big:x:10000:10000::/:/bin/sh\n"
+                               "ci-runner:x:1000:1000:CI:/home/ci:/bin/sh";
+    CHECK(passwd_file_user(passwd, 0) == "root");
+    CHECK(passwd_file_user(passwd, 1) == "daemon");
+    CHECK(passwd_file_user(passwd, 1000) == "ci-runner"); // last line, no newline
+    CHECK(passwd_file_user(passwd, 10000) == "big");
+    CHECK_FALSE(passwd_file_user(passwd, 10).has_value());
+    CHECK_FALSE(passwd_file_user(passwd, 100).has_value());
+    CHECK_FALSE(passwd_file_user("", 0).has_value());
+    CHECK_FALSE(passwd_file_user("truncated:x:7", 7).has_value());
 }
 
 TEST_CASE("the current holder cuts a very long command line to 1024 characters") {
