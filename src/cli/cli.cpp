@@ -612,6 +612,16 @@ std::expected<CommandLine, int> parse_with_cli11(int argc, char** argv) {
         }
         return std::unexpected(report(unexpected_word(argc, argv, words)));
     } catch (const CLI::ParseError& e) {
+        // CLI11 checks required options before unknown ones, so `run --bogus` would say
+        // "--key is required": an unknown option is the first mistake to name.
+        if (dynamic_cast<const CLI::RequiredError*>(&e) != nullptr) {
+            std::vector<std::string> unknown;
+            for (auto& word : app.remaining(true))
+                if (word != "--" && looks_like_option(word))
+                    unknown.push_back(std::move(word));
+            if (!unknown.empty())
+                return std::unexpected(report(unexpected_word(argc, argv, unknown)));
+        }
         // CLI11 writes "The following argument..." or "--opt: Value ..."; house style is
         // lowercase text after "redlock: " (and after an option name).
         std::string what = e.what();

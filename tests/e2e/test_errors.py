@@ -260,6 +260,18 @@ class ErrorsTest(E2ETest):
         r = self.run_redlock(["list", "first", "second"])
         self.assertStatus(r, 64)
         self.assertIn("unexpected argument 'first' (see 'redlock list --help')", r.stderr)
+        # An unknown option is named before a required one that is missing.
+        for words, unknown in ((["run", "--bogus"], "--bogus"),
+                               (["run", "-t", "5s", "--bogus", "x"], "--bogus"),
+                               (["release", "--nope"], "--nope")):
+            with self.subTest(words=words):
+                r = self.run_redlock(words)
+                self.assertStatus(r, 64)
+                self.assertIn(f"unexpected argument '{unknown}'", r.stderr)
+                self.assertNotIn("is required", r.stderr)
+        r = self.run_redlock(["run", "--", "true"])
+        self.assertStatus(r, 64)
+        self.assertIn("--key is required", r.stderr)
         # PROGRAM's own --help and words stay PROGRAM's.
         r = self.run_redlock(["-s", "redis://127.0.0.1:1", "run", "-k", "x", "--", "true",
                               "--help", "extra"])
