@@ -5,10 +5,8 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <fcntl.h>
 #include <span>
 #include <sys/stat.h>
-#include <sys/sysmacros.h>
 #include <tuple>
 #include <unistd.h>
 #include <vector>
@@ -16,7 +14,7 @@
 #include <toml++/toml.h>
 
 #include "util/duration.hpp"
-#include "util/fd.hpp"
+#include "util/file.hpp"
 #include "util/format.hpp"
 #include "util/log.hpp"
 #include "util/text.hpp"
@@ -132,68 +130,10 @@ std::vector<std::pair<const toml::key*, const toml::node*>> in_file_order(const 
     return entries;
 }
 
-// read_file's error for a path that is not a regular file (not an errno value).
-constexpr int k_not_regular_file = -1;
-
 std::string errno_text(int error) {
-    if (error == k_not_regular_file)
+    if (error == util::k_not_regular_file)
         return "not a regular file";
     return std::strerror(error);
-}
-
-struct FileContent {
-    std::string text;
-    mode_t mode = 0;
-};
-
-// /dev/null reads as an empty file: `-c /dev/null` means "no config, the defaults", as
-// `ssh -F /dev/null` does.
-bool is_null_device(const struct stat& st) {
-    return S_ISCHR(st.st_mode) && st.st_rdev == makedev(1, 3);
-}
-
-// One open, one fstat and the reads: the whole cost of a config or password file. Only a
-// regular file (or /dev/null) is read: opening a FIFO would block until a writer came (for
-// ever, for a mistaken -c), and another device or a directory is never a config.
-// O_NONBLOCK makes the open itself return at once; it changes nothing for the reads of a
-// regular file.
-std::optional<FileContent> read_file(const std::filesystem::path& path, size_t limit, int& error) {
-    util::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
-    if (!fd) {
-        error = errno;
-        return std::nullopt;
-    }
-    struct stat st {};
-    if (::fstat(fd.get(), &st) != 0) {
-        error = errno;
-        return std::nullopt;
-    }
-    if (!S_ISREG(st.st_mode) && !is_null_device(st)) {
-        error = k_not_regular_file;
-        return std::nullopt;
-    }
-    FileContent content;
-    content.mode = st.st_mode;
-    if (st.st_size > 0)
-        content.text.reserve(std::min(static_cast<size_t>(st.st_size), limit) + 1);
-    std::array<char, 4096> buffer{};
-    for (;;) {
-        const ssize_t n = ::read(fd.get(), buffer.data(), buffer.size());
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            error = errno;
-            return std::nullopt;
-        }
-        if (n == 0)
-            break;
-        content.text.append(buffer.data(), static_cast<size_t>(n));
-        if (content.text.size() > limit) {
-            error = EFBIG;
-            return std::nullopt;
-        }
-    }
-    return content;
 }
 
 bool readable_by_others(mode_t mode) {
@@ -742,7 +682,7 @@ class Parser {
             path = m_source.parent_path() / path;
 
         int errno_value = 0;
-        auto content = read_file(path, k_max_password_file, errno_value);
+        auto content = util::read_file(path, k_max_password_file, errno_value);
         if (!content) {
             if (errno_value == EFBIG)
                 return error(node, util::format("{} '{}' is too large to hold a password", key,
@@ -836,7 +776,7 @@ util::Expected<Config> load_config(const std::optional<std::filesystem::path>& p
     int errno_value = 0;
     // No practical config comes near this; it only bounds a mistaken -c naming a huge file.
     constexpr size_t k_max_config = size_t{16} * 1024 * 1024;
-    auto content = read_file(*path, k_max_config, errno_value);
+    auto content = util::read_file(*path, k_max_config, errno_value);
     if (!content)
         return util::fail(ErrorKind::config, util::format("cannot read config '{}': {}",
                                                           path->string(), errno_text(errno_value)));

@@ -1,15 +1,13 @@
 #include "lock/holder.hpp"
 
 #include <algorithm>
-#include <cerrno>
 #include <charconv>
 #include <chrono>
 #include <cstdlib>
-#include <fcntl.h>
 #include <pwd.h>
 #include <unistd.h>
 
-#include "util/fd.hpp"
+#include "util/file.hpp"
 #include "util/format.hpp"
 #include "util/redact.hpp"
 #include "util/timestamp.hpp"
@@ -31,23 +29,12 @@ std::string iso8601_now() {
 // both give the same answer; users only another source knows (LDAP, sssd) still get
 // getpwuid().
 std::optional<std::string> local_user_name(uid_t uid) {
-    constexpr size_t k_max_passwd_size = 4 << 20;
-    util::UniqueFd fd(::open("/etc/passwd", O_RDONLY | O_CLOEXEC));
-    if (!fd)
+    constexpr size_t k_max_passwd_size = size_t{4} << 20;
+    int error = 0;
+    auto passwd = util::read_file("/etc/passwd", k_max_passwd_size, error);
+    if (!passwd)
         return std::nullopt;
-    std::string text;
-    char buf[16384];
-    for (;;) {
-        ssize_t n = ::read(fd.get(), buf, sizeof buf);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 || text.size() > k_max_passwd_size)
-            return std::nullopt;
-        if (n == 0)
-            break;
-        text.append(buf, static_cast<size_t>(n));
-    }
-    return passwd_file_user(text, uid);
+    return passwd_file_user(passwd->text, uid);
 }
 
 std::string user_name() {
