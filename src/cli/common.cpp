@@ -117,7 +117,7 @@ void note_failed_cleanup(const lock::Lock& lock, std::string_view name) {
 } // namespace
 
 void note_release(std::string_view name, const std::vector<lock::ServerResult>& results) {
-    if (log::verbose_enabled())
+    if (log::verbose_enabled()) // see log::verbose
         log::verbose("released '{}': {}", name, lock::describe_round(results));
     std::string missed;
     for (const auto& r : results)
@@ -282,8 +282,7 @@ util::Expected<Acquisition> wait_and_acquire(lock::Lock& lock, std::string_view 
             continue;
         }
         if (attempt->status == lock::AcquireStatus::acquired) {
-            // Guarded: the arguments cost a tenth of a plain run's instructions to format.
-            if (log::verbose_enabled())
+            if (log::verbose_enabled()) // see log::verbose
                 log::verbose(
                     "acquired '{}'{} in {} after {} attempt{}, fence {}{} ({})", name,
                     lock.limit() > 1

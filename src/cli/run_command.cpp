@@ -219,7 +219,8 @@ class Supervisor {
                 log::note("renewing '{}' works again", m_name);
             m_renewal_failing = false;
             m_watchdog.update(term_at(), kill_at());
-            log::verbose("renewed '{}': {}", m_name, lock::describe_round(m_lock.last_round()));
+            if (log::verbose_enabled()) // see log::verbose
+                log::verbose("renewed '{}': {}", m_name, lock::describe_round(m_lock.last_round()));
             schedule_renewal(now);
             return;
         case lock::RenewStatus::not_ours:

@@ -34,6 +34,9 @@ void note(std::string_view fmt, const Args&... args) {
     if (level() != Level::quiet)
         write(util::format(fmt, args...));
 }
+// The arguments are built before the level is looked at: a verbose line whose arguments
+// cost something (lock::describe_round) on a path every run takes goes inside
+// `if (verbose_enabled())`.
 template <typename... Args>
 void verbose(std::string_view fmt, const Args&... args) {
     if (verbose_enabled())
