@@ -421,16 +421,21 @@ util::Expected<AcquireResult> Lock::acquire_key(int interrupt_fd, bool leader_fi
     const size_t answered_round1 = t.yes + t.no;
     bool won = waited == redis::WaitResult::decided && t.won();
     if (won) {
-        // The fence: the largest "counter + 1" among the yes replies received (one server:
-        // the fence its script already wrote).
+        // The fence: the largest counter among the yes replies received, each server's
+        // counter just incremented by its script. When they all agree, every one of those
+        // servers (a majority) holds the fence already; otherwise a second round raises
+        // the others to it (write_fence). One server: the fence its script wrote.
         std::vector<size_t> yes_servers;
         long long fence = 0;
+        bool agree = true;
         for (size_t i = 0; i < m_conns.size(); ++i)
             if (result.servers[i].vote == Vote::yes) {
+                const long long counter = m_conns[i].outcome()->reply->integer;
+                agree = agree && (yes_servers.empty() || counter == fence);
                 yes_servers.push_back(i);
-                fence = std::max(fence, m_conns[i].outcome()->reply->integer);
+                fence = std::max(fence, counter);
             }
-        if (m_conns.size() > 1)
+        if (!agree)
             won = write_fence(yes_servers, fence, interrupt_fd, result.servers);
         result.fence_copies = yes_servers.size();
         result.elapsed = Clock::now() - sent;

@@ -11,14 +11,16 @@
 //
 // Every acquisition also gets a fence: an integer that is larger for every acquisition that
 // starts after another one completed, and never shared by two holders, even when their
-// holds overlap (a pause, an expired lease). One server increments its counter in the
-// acquire script. Over N servers the counter is a majority max-register: round 1 (the
-// acquire script) returns each server's counter + 1, and with a majority won the fence is
-// the largest of them; round 2 writes it, "raise to the fence while our token is there",
-// and the acquisition counts only once a majority of the servers whose round-1 yes was
-// received confirmed it within the validity. Any later winner's round-1 majority meets
-// that write, so its fence is larger; counting a server whose round-1 reply was lost would
-// break uniqueness (tests/model/ checks both, and that this restriction is needed).
+// holds overlap (a pause, an expired lease). Each server's acquire script increments its
+// counter when it sets the lock and returns it. One server: that is the fence. Over N
+// servers the counter is a majority max-register: with a majority won, the fence is the
+// largest counter among the yes replies. When they all agree, those servers (a majority)
+// hold the fence already and PROGRAM may start; otherwise round 2 writes it, "raise to the
+// fence while our token is there", and the acquisition counts only once a majority of the
+// servers whose round-1 yes was received confirmed it within the validity. Any later
+// winner's round-1 majority meets those servers and increments one of them past the
+// fence, so its fence is larger (tests/model/ checks this exhaustively, and that skipping
+// round 2 needs round 1 to increment).
 
 #include <chrono>
 #include <optional>
@@ -76,7 +78,8 @@ enum class AcquireStatus {
 struct AcquireResult {
     AcquireStatus status = AcquireStatus::held;
     long long fence = 0; // when acquired
-    // Servers the fence was sent to (all that said yes in time): the fence survives
+    // Servers that have the fence (all that said yes in time, the counter raised by round 2
+    // where their replies differed): the fence survives
     // counters lost on fence_copies - (N - majority) - 1 of them, any minority when all N.
     size_t fence_copies = 0;
     Clock::time_point validity_end{};
@@ -210,8 +213,9 @@ class Lock {
     [[nodiscard]] std::vector<std::string> script_keys() const;
     [[nodiscard]] const Script& renew_script() const;
     void build_renewal(); // the renewal commands, for the current token
-    // Round 2 over several servers: writes `fence` where round 1 said yes (`yes_servers`)
-    // and judges it by the servers in that set only. True when a majority confirmed.
+    // Round 2 over several servers, when their round-1 replies differ: writes `fence` where
+    // round 1 said yes (`yes_servers`) and judges it by the servers in that set only. True
+    // when a majority confirmed.
     [[nodiscard]] bool write_fence(const std::vector<size_t>& yes_servers, long long fence,
                                    int interrupt_fd, std::vector<ServerResult>& results);
     Tally tally() const;

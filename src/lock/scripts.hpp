@@ -18,11 +18,13 @@ struct Script {
 };
 
 // Round 1 of an acquisition over several servers. The fence counter is checked first
-// (a counter that is not a number is an error, never read as 0), then SET NX PX; on
-// success the metadata hash (ARGV[3..] field/value pairs) is replaced with the same TTL.
-// Returns this server's counter + 1, the fence this server alone would give (the client
-// takes the largest over a majority, lock/lock.hpp); when held by another owner,
-// -2 - PTTL (-1: held with no expiry), which a waiter sleeps by (k_held_reply).
+// (a counter that is not a number is an error, never read as 0, and the lock is not
+// touched), then SET NX PX; on success the counter is incremented and the metadata hash
+// (the fence and ARGV[3..] field/value pairs) is replaced with the same TTL. Returns the
+// new counter, the fence this server gives (the client takes the largest over a
+// majority, and writes it back in a second round only where the replies differ:
+// lock/lock.hpp); when held by another owner, -2 - PTTL (-1: held with no expiry), which
+// a waiter sleeps by (k_held_reply).
 // --fair, for both acquire scripts: with six KEYS (4: the queue, a sorted set of waiters
 // by ticket; 5: each waiter's last attempt, in the server's TIME ms; 6: the ticket
 // counter) and ARGV[3] our ticket, ARGV[4] the ms after which a silent waiter is dropped,
@@ -87,50 +89,46 @@ constexpr std::string_view view(const std::array<char, N>& text) {
     return -2 - reply;
 }
 
-inline constexpr auto k_acquire_text = detail::join(
-    R"lua(local fence = redis.call("get", KEYS[3])
-fence = fence and tonumber(fence)
-if fence == nil then return redis.error_reply("ERR fence counter " .. KEYS[3] .. " is not a number") end
-)lua",
-    k_fair_enrol, R"lua(if redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
-  redis.call("del", KEYS[2])
-)lua",
-    k_fair_leave, R"lua(  if #ARGV >= first then
-    redis.call("hset", KEYS[2], unpack(ARGV, first))
-    redis.call("pexpire", KEYS[2], ARGV[2])
-  end
-  redis.pcall("publish", "{" .. KEYS[1] .. "}:released", "acquired")
-  return (fence or 0) + 1
-end
-return -2 - redis.call("pttl", KEYS[1]))lua");
-inline constexpr Script k_acquire_script{detail::view(k_acquire_text),
-                                         "83106397af7af01d70163103f6a1700dccaaeeb0"};
-
-// The whole acquisition on a single server: as k_acquire_script, and on success the
-// counter is incremented and the new fence, returned, is also recorded in the metadata.
-// Held: -2 - PTTL, as k_acquire_script.
-inline constexpr auto k_acquire_single_text = detail::join(
-    R"lua(local fence = redis.call("get", KEYS[3])
+// The parts both acquire scripts share: the counter check and the --fair enrolment, the
+// SET, and on success the increment and the metadata. They differ only in the
+// "acquired" notice.
+inline constexpr char k_acquire_head[] = R"lua(local fence = redis.call("get", KEYS[3])
 if fence and tonumber(fence) == nil then return redis.error_reply("ERR fence counter " .. KEYS[3] .. " is not a number") end
-)lua",
-    k_fair_enrol, R"lua(if redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
+)lua";
+inline constexpr char k_acquire_set[] =
+    R"lua(if redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
   redis.call("del", KEYS[2])
-)lua",
-    k_fair_leave, R"lua(  fence = redis.call("incr", KEYS[3])
+)lua";
+inline constexpr char k_acquire_won[] = R"lua(  fence = redis.call("incr", KEYS[3])
   if #ARGV >= first then
     redis.call("hset", KEYS[2], "fence", fence, unpack(ARGV, first))
     redis.call("pexpire", KEYS[2], ARGV[2])
   end
-  return fence
+)lua";
+inline constexpr char k_acquire_tail[] = R"lua(  return fence
 end
-return -2 - redis.call("pttl", KEYS[1]))lua");
+return -2 - redis.call("pttl", KEYS[1]))lua";
+
+inline constexpr auto k_acquire_text =
+    detail::join(k_acquire_head, k_fair_enrol, k_acquire_set, k_fair_leave, k_acquire_won,
+                 R"lua(  redis.pcall("publish", "{" .. KEYS[1] .. "}:released", "acquired")
+)lua",
+                 k_acquire_tail);
+inline constexpr Script k_acquire_script{detail::view(k_acquire_text),
+                                         "40f264e73da70329a9203152782a11794dca8fe9"};
+
+// The whole acquisition on a single server: as k_acquire_script without the "acquired"
+// notice. Its fence is final: one server's counter is the whole register.
+inline constexpr auto k_acquire_single_text = detail::join(
+    k_acquire_head, k_fair_enrol, k_acquire_set, k_fair_leave, k_acquire_won, k_acquire_tail);
 inline constexpr Script k_acquire_single_script{detail::view(k_acquire_single_text),
                                                 "9551ff10bf70c3c1d00218684171b44af5b17ed8"};
 
-// Round 2 over several servers (ARGV[1] token, ARGV[2] fence): while this server still
-// holds our token, raise its counter to the fence, never lowering it, and record the fence
-// in the metadata if there is any. Returns 1 when the counter now holds our fence, 0 when
-// the token is gone or the counter is already higher.
+// Round 2 over several servers, sent only when the round-1 replies differ (ARGV[1] token,
+// ARGV[2] fence): while this server still holds our token, raise its counter to the
+// fence, never lowering it, and record the fence in the metadata if there is any. Returns
+// 1 when the counter now holds our fence, 0 when the token is gone or the counter is
+// already higher.
 inline constexpr Script k_fence_script{
     R"lua(if redis.call("get", KEYS[1]) ~= ARGV[1] then return 0 end
 local fence = redis.call("get", KEYS[3])
@@ -243,11 +241,10 @@ return 0)lua",
 // the name. KEYS: 1 the permit, 2 its metadata, 3 its fence counter, 4 the name's lock key,
 // 5 the limit; ARGV[1] the token, ARGV[2] the ttl ms.
 
-// Acquire a permit (ARGV[3] N, ARGV[4] "1" on a single server, whose fence is written
-// here, as k_acquire_single_script does; else the round-1 reply of k_acquire_script;
-// holder fields from ARGV[5]). Expired holders are dropped first, by the server's clock.
-// Held: -2 - PTTL of the permit (or of the plain lock holding the name). Holders with
-// another limit: the error "LIMIT <theirs>".
+// Acquire a permit (ARGV[3] N, ARGV[4] "1" on a single server, which does not say
+// "acquired"; holder fields from ARGV[5]); the fence as k_acquire_script. Expired holders are
+// dropped first, by the server's clock. Held: -2 - PTTL of the permit (or of the plain lock holding
+// the name). Holders with another limit: the error "LIMIT <theirs>".
 inline constexpr Script k_acquire_permit_script{
     R"lua(local fence = redis.call("get", KEYS[3])
 if fence and tonumber(fence) == nil then return redis.error_reply("ERR fence counter " .. KEYS[3] .. " is not a number") end
@@ -267,16 +264,14 @@ redis.call("pexpireat", KEYS[4], last)
 redis.call("set", KEYS[5], ARGV[3])
 redis.call("pexpireat", KEYS[5], last)
 redis.call("del", KEYS[2])
-local reply = (tonumber(fence) or 0) + 1
-if ARGV[4] == "1" then reply = redis.call("incr", KEYS[3]) end
+local reply = redis.call("incr", KEYS[3])
 if #ARGV >= 5 then
-  if ARGV[4] == "1" then redis.call("hset", KEYS[2], "fence", reply) end
-  redis.call("hset", KEYS[2], unpack(ARGV, 5))
+  redis.call("hset", KEYS[2], "fence", reply, unpack(ARGV, 5))
   redis.call("pexpire", KEYS[2], ARGV[2])
 end
 if ARGV[4] ~= "1" then redis.pcall("publish", "{" .. KEYS[4] .. "}:released", "acquired") end
 return reply)lua",
-    "1e020047d9b43deb3acd3f43cbeed6114dd717f1"};
+    "fcd74f09029d94b9a9a16b80ae48aeaba004dee3"};
 
 // Renew a permit: as k_renew_script, and its holder's entry in the name's set moves on
 // with it (never over a plain lock that took the name meanwhile).

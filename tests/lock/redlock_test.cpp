@@ -470,6 +470,48 @@ TEST_CASE("leader first: the leader's \"held\" ends the attempt, and nothing is 
     CHECK(five.get(lead) == "foreign");
 }
 
+TEST_CASE("counters that agree give the fence in one round; counters apart get a second") {
+    FiveServers five;
+    // Whether the fence script (round 2, always sent as EVAL, which caches it) ran there.
+    auto round2_on = [&](size_t i) {
+        return five[i].command(
+                   {"SCRIPT", "EXISTS", std::string(redlock::lock::k_fence_script.sha1)}) == "[1]";
+    };
+    auto lock = five.make_lock();
+    auto first = lock.acquire();
+    REQUIRE(first);
+    REQUIRE(first->status == AcquireStatus::acquired);
+    CHECK(first->fence == 1);
+    for (size_t i = 0; i < k_n; ++i) {
+        CAPTURE(i);
+        CHECK_FALSE(round2_on(i));
+        if (first->servers[i].vote == Vote::yes)
+            CHECK(five[i].command({"GET", k_fence}) == "1");
+    }
+    (void)lock.release();
+
+    // One server ahead (say it alone saw acquisitions while the others were down): the
+    // largest counter wins and is written to every server that said yes.
+    five[2].command({"SET", k_fence, "40"});
+    auto second = five.make_lock();
+    auto result = second.acquire();
+    REQUIRE(result);
+    REQUIRE(result->status == AcquireStatus::acquired);
+    if (result->servers[2].vote == Vote::yes) {
+        CHECK(result->fence == 41);
+        for (size_t i = 0; i < k_n; ++i) {
+            CAPTURE(i);
+            if (result->servers[i].vote == Vote::yes) {
+                CHECK(five[i].command({"GET", k_fence}) == "41");
+                CHECK(round2_on(i));
+            }
+        }
+    } else { // server 2's answer came too late to count: the other four agree on 2
+        CHECK(result->fence == 2);
+    }
+    (void)second.release();
+}
+
 TEST_CASE("leader first: a free leader, then the others, with one fence for the whole attempt") {
     FiveServers five;
     auto lock = five.make_lock();

@@ -162,14 +162,18 @@ TEST_CASE("the single-server acquire script increments the fence only when it ac
     CHECK(server.command({"PTTL", "{lock:x}:fence"}) == "-1");
 }
 
-TEST_CASE("the round-1 acquire script returns the counter plus one and writes nothing to it") {
+TEST_CASE("the round-1 acquire script increments the counter only when it acquires, and "
+          "records it") {
     RedisServer server;
-    CHECK(eval(server, k_acquire_script, {"t1", "60000"}) == "1");
-    CHECK(server.command({"EXISTS", "{lock:x}:fence"}) == "0");
+    CHECK(eval(server, k_acquire_script, {"t1", "60000", "host", "h"}) == "1");
+    CHECK(server.command({"GET", "{lock:x}:fence"}) == "1");
+    CHECK(server.command({"HGET", "{lock:x}:meta", "fence"}) == "1");
+    CHECK(server.command({"PTTL", "{lock:x}:fence"}) == "-1");
     server.command({"DEL", "lock:x"});
     server.command({"SET", "{lock:x}:fence", "41"});
     CHECK(eval(server, k_acquire_script, {"t2", "60000"}) == "42");
     CHECK(held_with_pttl_near(eval(server, k_acquire_script, {"t3", "60000"}), 60000));
+    CHECK(server.command({"GET", "{lock:x}:fence"}) == "42");
     // A key some other client set with no expiry: PTTL -1, so -1.
     server.command({"SET", "lock:x", "foreign"});
     CHECK(eval(server, k_acquire_script, {"t4", "60000"}) == "-1");
@@ -316,9 +320,9 @@ TEST_CASE("a permit is one lock of its own, and the name's set tracks its holder
     auto pttl = std::stoll(server.command({"PTTL", "lock:x"}));
     CHECK(pttl > 50000);
     CHECK(pttl <= 60000);
-    // Round 1 over several servers: the counter plus one, nothing written to it.
+    // Round 1 over several servers: the same increment.
     CHECK(take(server, 3, "d", "3", "0") == "1");
-    CHECK(server.command({"EXISTS", "{lock:x}:permit:3:fence"}) == "0");
+    CHECK(server.command({"GET", "{lock:x}:permit:3:fence"}) == "1");
     // A plain lock's SET NX finds the name taken.
     CHECK(server.command({"SET", "lock:x", "plain", "NX", "PX", "1000"}) == "(nil)");
 }

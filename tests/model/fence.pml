@@ -12,9 +12,19 @@
  *
  * Parameters (-D on the spin command line; defaults in brackets):
  *   NS  servers [3]        NC  clients [2]        NA  attempts per client [2], 1..3
- * Variants, each of which MUST give an assertion violation (check.sh checks):
- *   LITERAL       count a round-2 ok from ANY server (the literal rule)
- *   SKIP_ROUND2   succeed right after round 1 with t = max + 1, write nothing
+ * Variants:
+ *   ALWAYS_ROUND2 round 2 even when the yes replies agree
+ *   READ_ROUND1   round 1 only reads the counter (replies counter + 1, writes
+ *                 nothing): with ALWAYS_ROUND2, the earlier protocol
+ * and variants, each of which MUST give an assertion violation (check.sh checks):
+ *   LITERAL       count a round-2 ok from ANY server (the literal rule of the
+ *                 design notes). Caught with READ_ROUND1 ALWAYS_ROUND2; with
+ *                 round 1 incrementing, no violation was found in the bounded
+ *                 configurations, but redlock keeps the stricter rule.
+ *   SKIP_ROUND2   never send round 2: succeed with t = the largest yes reply
+ *                 even when the yes replies differ
+ *   READ_ROUND1   (alone) round 1 only reads, and round 2 is still skipped when
+ *                 the replies agree
  *   COUNTER_LOST  one server may restart empty once (key AND counter lost)
  *   REACH_SUCCESS2  sanity: two acquisitions do succeed (asserts nsucc < 2)
  *   REACH_OVERLAP   sanity: two clients do hold the lock at once
@@ -31,16 +41,20 @@
  *   Client(c)   one redlock invocation that retries: up to NA attempts, each with
  *               a fresh owner token TOKEN(c, a) (the real one is random; here it
  *               is unique by construction).
- *   Round 1     the acquire script: "if key free: key := token, reply (yes,
- *               counter) else reply (no, counter)". Sent to every server at once
- *               (r1pend), executed by Link(c, s) at any later moment or never
- *               (request lost), and its reply may be lost.
- *   Round 2     the fence script: "if key == token: if counter <= t then counter
- *               := t, reply ok else reply fail; else reply fail".
- *   Confirmation rule (what the model is about): a round-2 ok counts only from
- *               a server whose round-1 reply was RECEIVED and was yes (yesmask),
- *               i.e. whose counter went into t = max + 1. With a majority of
- *               such confirmations the attempt succeeds with fence t.
+ *   Round 1     the acquire script: "if key free: key := token, counter :=
+ *               counter + 1, reply (yes, counter) else reply no" (a "held" reply
+ *               carries no counter). Sent to every server at once (r1pend),
+ *               executed by Link(c, s) at any later moment or never (request
+ *               lost), and its reply may be lost. With a majority of yes replies
+ *               received, t = the largest of them; when every yes reply received
+ *               is t, those servers hold t already and the attempt succeeds at
+ *               once (the common case: no split votes, no server behind).
+ *   Round 2     otherwise, the fence script: "if key == token: if counter <= t
+ *               then counter := t, reply ok else reply fail; else reply fail".
+ *   Confirmation rule: a round-2 ok counts only from a server whose round-1
+ *               reply was RECEIVED and was yes (yesmask), i.e. whose counter
+ *               went into t. With a majority of such confirmations the attempt
+ *               succeeds with fence t.
  *   Release     compare-and-delete (if key == token: delete); each may be lost.
  *
  * The network: every request is a pending message (one bit per client, server
@@ -94,7 +108,8 @@ bool restarted;     /* one restart in the whole run */
 byte phase[NC];
 byte att[NC];       /* current attempt, 1..NA; 0 before the first */
 byte yesmask[NC];   /* servers whose round-1 reply was received and was yes */
-byte maxc[NC];      /* max counter over all round-1 replies received */
+byte maxc[NC];      /* largest counter among the round-1 yes replies received */
+byte minc[NC];      /* smallest, 0 before the first */
 byte conf[NC];      /* round-2 oks received that count */
 byte snap[NC];      /* ghost: maxdone when this attempt sent its round 1 */
 byte tval[NC * NA]; /* t of attempt a of client c, at c * NA + a - 1 (late round 2s carry it) */
@@ -139,24 +154,35 @@ inline forget_t(c, a) {
     fi
 }
 
+#ifdef READ_ROUND1
+#define R1_REPLY(s) (counter[s] + 1)
+#define R1_WRITE(s) skip
+#else
+#define R1_REPLY(s) (counter[s])
+#define R1_WRITE(s) counter[s]++
+#endif
+
 /* Round 1 of attempt a of client c, executed on server s (atomically). */
 inline round1(c, s, a) {
     if
-    :: phase[c] == WAIT1 && att[c] == a ->
-        /* the reply arrives: (yes or no, counter) */
+    :: key[s] == 0 ->
+        key[s] = TOKEN(c, a);
+        R1_WRITE(s);
         if
-        :: key[s] == 0 -> yesmask[c] = yesmask[c] | (1 << s)
-        :: else -> skip
-        fi;
-        if
-        :: counter[s] > maxc[c] -> maxc[c] = counter[s]
-        :: else -> skip
+        :: phase[c] == WAIT1 && att[c] == a ->
+            /* the yes reply arrives, with the counter */
+            yesmask[c] = yesmask[c] | (1 << s);
+            if
+            :: R1_REPLY(s) > maxc[c] -> maxc[c] = R1_REPLY(s)
+            :: else -> skip
+            fi;
+            if
+            :: minc[c] == 0 || R1_REPLY(s) < minc[c] -> minc[c] = R1_REPLY(s)
+            :: else -> skip
+            fi
+        :: true -> skip   /* the reply is lost (or nobody waits for it any more) */
         fi
-    :: true -> skip   /* the reply is lost (or nobody waits for it any more) */
-    fi;
-    if
-    :: key[s] == 0 -> key[s] = TOKEN(c, a)
-    :: else -> skip
+    :: else -> skip       /* held: the reply says no, whether it arrives or not */
     fi;
     r1pend[c] = r1pend[c] & ~BIT(s, a)
 }
@@ -225,7 +251,7 @@ inline release(c) {
 /* End of an attempt: forget its per-attempt state (keeps states canonical; the
  * late messages still pending keep their own t in tval). */
 inline end_attempt(c) {
-    yesmask[c] = 0; maxc[c] = 0; conf[c] = 0; snap[c] = 0;
+    yesmask[c] = 0; maxc[c] = 0; minc[c] = 0; conf[c] = 0; snap[c] = 0;
     phase[c] = IDLE;
     forget_t(c, att[c])
 }
@@ -247,7 +273,7 @@ inline succeed(c) {
 #ifdef REACH_OVERLAP
     assert(!(phase[0] == HOLD && phase[1] == HOLD));
 #endif
-    yesmask[c] = 0; maxc[c] = 0; conf[c] = 0; snap[c] = 0
+    yesmask[c] = 0; maxc[c] = 0; minc[c] = 0; conf[c] = 0; snap[c] = 0
 }
 
 proctype Client(byte c) {
@@ -265,12 +291,18 @@ proctype Client(byte c) {
         if
         :: YESCOUNT(c) < MAJ -> release(c); end_attempt(c)
         :: else ->
-            CUR_T(c) = maxc[c] + 1;
+            CUR_T(c) = maxc[c];
 #ifdef SKIP_ROUND2
             succeed(c)
 #else
-            r2pend[c] = r2pend[c] | ALLSERVERS(att[c]);
-            phase[c] = WAIT2
+            if
+#ifndef ALWAYS_ROUND2
+            :: minc[c] == maxc[c] -> succeed(c)   /* every yes reply is t */
+#endif
+            :: else ->
+                r2pend[c] = r2pend[c] | ALLSERVERS(att[c]);
+                phase[c] = WAIT2
+            fi
 #endif
         fi }
     :: atomic { phase[c] == WAIT2 ->
