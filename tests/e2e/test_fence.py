@@ -275,6 +275,21 @@ class PauseTest(StoppedRedlockTest):
         self.assertEqual(proc.wait(30), 79)
         self.assertIn("stopped or starved", proc.stderr)
 
+    def test_a_stopped_redlock_leaves_no_daemon_of_program_running_past_the_lease(self):
+        # A process that left PROGRAM's group and session is not reached by a kill of the
+        # group: the watchdog finds it among redlock's descendants (its own /proc scan).
+        d = self.mkdtemp("daemon-")
+        script = ('setsid sh -c \'echo $$ > "$1/d.tmp" && mv "$1/d.tmp" "$1/daemon"; '
+                  'exec sleep 60\' sh "$1" & exec sleep 60')
+        proc = self.start_redlock(self.global_args + ["run", "-k", "daemon", "-t", "2s", "--",
+                                                      "sh", "-c", script, "sh", d])
+        daemon = read_pid_file(f"{d}/daemon", proc=proc)
+        self.kill_at_cleanup(daemon)
+        self.stop(proc.pid)
+        wait_until(lambda: not pid_alive(daemon), 20, message="the watchdog to kill the daemon")
+        os.kill(proc.pid, signal.SIGCONT)
+        self.assertEqual(proc.wait(30), 79)
+
     def test_redlock_and_program_stopped_are_both_handled_by_the_watchdog(self):
         proc, program = self.start_holder("both")
         self.stop(proc.pid)
