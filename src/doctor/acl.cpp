@@ -36,7 +36,7 @@ const std::vector<std::string_view> k_acquire_fair_calls{"get",  "set",     "del
                                                          "zadd", "zrange",  "zscore", "zrem"};
 const std::vector<std::string_view> k_renew_calls{"get", "pexpire", "hset"};
 const std::vector<std::string_view> k_fence_calls{"get", "set", "exists", "hset"};
-const std::vector<std::string_view> k_release_calls{"get", "del"};
+const std::vector<std::string_view> k_release_calls{"get", "del", "exists"};
 const std::vector<std::string_view> k_inspect_calls{"get", "hgetall", "pttl"};
 const std::vector<std::string_view> k_claim_slot_calls{"get", "time", "hget",
                                                        "del", "hset", "pexpireat"};
@@ -49,7 +49,7 @@ const std::vector<std::string_view> k_acquire_permit_calls{
 const std::vector<std::string_view> k_renew_permit_calls{"get",  "pexpire", "hset",   "type",
                                                          "time", "zadd",    "zrange", "pexpireat"};
 const std::vector<std::string_view> k_release_permit_calls{
-    "get", "del", "type", "time", "zrem", "zremrangebyscore", "zrange", "pexpireat"};
+    "get", "del", "exists", "type", "time", "zrem", "zremrangebyscore", "zrange", "pexpireat"};
 
 const char* k_ttl = "1000"; // the probe lock's lease: gone in a second whatever happens
 const char* k_holder_field = "host";

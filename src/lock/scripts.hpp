@@ -31,8 +31,11 @@ struct Script {
 // ARGV[5] our waiter id (the queue member: it stays while each attempt has a fresh lock
 // token), the attempt first enrolls us (again, with the same ticket, where we were dropped
 // or never got: one order on every server), drops silent waiters at the head, and goes on
-// only when we are the head; else "held". The three keys expire 10 x ARGV[4] after the
-// last attempt. The holder's fields then start at ARGV[6].
+// only when we are the head. Else it is not our turn, whether the lock is free or not:
+// "held" with the time until the head could be dropped as its PTTL, so that the waiter
+// sleeps until a notice (the head's release), its heartbeat, or then, and does not try
+// again and again while the head takes the lock. The three keys expire 10 x ARGV[4] after
+// the last attempt. The holder's fields then start at ARGV[6].
 
 // The round-1 script (several servers) also says "acquired" on the release channel
 // ({<key>}:released) when it sets the lock, so that waiters spreading out their attempts
@@ -57,7 +60,7 @@ if #KEYS > 3 then
     local head = redis.call("zrange", KEYS[4], 0, 0)[1]
     if head == nil or head == ARGV[5] then break end
     local seen = redis.call("zscore", KEYS[5], head)
-    if seen and tonumber(seen) > now - tonumber(ARGV[4]) then return -2 - math.max(redis.call("pttl", KEYS[1]), 0) end
+    if seen and tonumber(seen) > now - tonumber(ARGV[4]) then return -2 - (tonumber(seen) + tonumber(ARGV[4]) - now) end
     redis.call("zrem", KEYS[4], head)
     redis.call("zrem", KEYS[5], head)
   end
@@ -115,14 +118,14 @@ inline constexpr auto k_acquire_text =
 )lua",
                  k_acquire_tail);
 inline constexpr Script k_acquire_script{detail::view(k_acquire_text),
-                                         "40f264e73da70329a9203152782a11794dca8fe9"};
+                                         "abd8bf5a6bc3bb40f374cdc7f2436a0ae3b23d3d"};
 
 // The whole acquisition on a single server: as k_acquire_script without the "acquired"
 // notice. Its fence is final: one server's counter is the whole register.
 inline constexpr auto k_acquire_single_text = detail::join(
     k_acquire_head, k_fair_enrol, k_acquire_set, k_fair_leave, k_acquire_won, k_acquire_tail);
 inline constexpr Script k_acquire_single_script{detail::view(k_acquire_single_text),
-                                                "9551ff10bf70c3c1d00218684171b44af5b17ed8"};
+                                                "9d144c1bb2b01851199a9279313883360c8138c2"};
 
 // Round 2 over several servers, sent only when the round-1 replies differ (ARGV[1] token,
 // ARGV[2] fence): while this server still holds our token, raise its counter to the
@@ -153,27 +156,29 @@ return 0)lua",
     "741595b782258b56b7bd6e1bbb589972fcf8b497"};
 
 // Compare-and-delete of the lock and its metadata (ARGV[1] token). Then, if ARGV[2] names
-// the release channel ({<key>}:released, in the key's hash slot), a notice there wakes the
-// waiters; it carries how many there are (PUBSUB NUMSUB), so that over several servers they
-// can spread out their attempts ("released" where the ACL does not allow NUMSUB), and after
-// a space the release's id (12 hex digits of SHA1(token): not the token, which is still
-// valid on servers the release has not reached yet), by which a waiter listening to two
-// servers wakes once for one release, not once per server. pcall:
-// an ACL that allows no channels must not cost the release itself.
-// Returns 1 when deleted, 0 when not ours.
+// the release channel ({<key>}:released, in the key's hash slot) and the lock is free here
+// (deleted, or never ours here: a waiter listening to this server only hears of the
+// release from it), a notice there wakes the waiters; it carries how many there are (PUBSUB
+// NUMSUB), so that over several servers they can spread out their attempts ("released" where the
+// ACL does not allow NUMSUB), and after a space the release's id (12 hex digits of SHA1(token): not
+// the token, which is still valid on servers the release has not reached yet), by which a waiter
+// listening to two servers wakes once for one release, not once per server. pcall: an ACL that
+// allows no channels must not cost the release itself. Returns 1 when deleted, 0 when not ours.
 inline constexpr Script k_release_script{
-    R"lua(if redis.call("get", KEYS[1]) == ARGV[1] then
+    R"lua(local deleted = 0
+if redis.call("get", KEYS[1]) == ARGV[1] then
   redis.call("del", KEYS[2])
-  local deleted = redis.call("del", KEYS[1])
-  if ARGV[2] then
-    local n = redis.pcall("pubsub", "numsub", ARGV[2])
-    n = type(n) == "table" and n[2]
-    redis.pcall("publish", ARGV[2], (n and tostring(n) or "released") .. " " .. redis.sha1hex(ARGV[1]):sub(1, 12))
-  end
-  return deleted
+  deleted = redis.call("del", KEYS[1])
+elseif redis.call("exists", KEYS[1]) == 1 then
+  return 0
 end
-return 0)lua",
-    "a6a758bbe2b417a9dd0338a32e7ff89969c67239"};
+if ARGV[2] then
+  local n = redis.pcall("pubsub", "numsub", ARGV[2])
+  n = type(n) == "table" and n[2]
+  redis.pcall("publish", ARGV[2], (n and tostring(n) or "released") .. " " .. redis.sha1hex(ARGV[1]):sub(1, 12))
+end
+return deleted)lua",
+    "d5bc0259c6049d36136a02ac8ab66b648ee6dd59"};
 
 // The token, remaining TTL (ms), metadata and fence counter of a lock, and the record of
 // its last --once-per run if KEYS[4] names it ({} if not); {nil, -2, {}, fence, record} when
@@ -291,9 +296,13 @@ return redis.call("pexpire", KEYS[1], ARGV[2]))lua",
 // Release a permit (ARGV[2] the release channel): as k_release_script, and its holder
 // leaves the name's set, which goes (with the limit) with its last live holder.
 inline constexpr Script k_release_permit_script{
-    R"lua(if redis.call("get", KEYS[1]) ~= ARGV[1] then return 0 end
-redis.call("del", KEYS[2])
-local deleted = redis.call("del", KEYS[1])
+    R"lua(local deleted = 0
+if redis.call("get", KEYS[1]) == ARGV[1] then
+  redis.call("del", KEYS[2])
+  deleted = redis.call("del", KEYS[1])
+elseif redis.call("exists", KEYS[1]) == 1 then
+  return 0
+end
 if redis.call("type", KEYS[4]).ok == "zset" then
   local t = redis.call("time")
   redis.call("zrem", KEYS[4], ARGV[1])
@@ -312,7 +321,7 @@ if ARGV[2] then
   redis.pcall("publish", ARGV[2], (n and tostring(n) or "released") .. " " .. redis.sha1hex(ARGV[1]):sub(1, 12))
 end
 return deleted)lua",
-    "4dc6c0387ee22e22e2bd34e5e9c8750831b902ad"};
+    "8575f9bae2fa80a289f9a10b0be45c23ea71b6b5"};
 
 // --fair: leave the queue (KEYS[1] queue, KEYS[2] last attempts; ARGV[1] token), when a
 // waiter gives up.

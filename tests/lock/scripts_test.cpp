@@ -204,8 +204,12 @@ TEST_CASE("with a queue, only its head acquires, and in ticket order on any serv
         CHECK(server.command({"ZRANGE", "{lock:x}:queue", "0", "-1"}) == "[first, second]");
         CHECK(server.command({"GET", "{lock:x}:tickets"}) == "2");
         server.command({"DEL", "lock:x"});
-        // Free, but "first" is ahead and alive: "second" is told it is held (PTTL 0).
-        CHECK(redlock::lock::held_pttl(std::stoll(fair(server, *script, "second", "2"))) == 0);
+        // Free, but "first" is ahead and alive: not "second"'s turn. It is told the lock is
+        // held until "first" could be dropped (3 s of silence), not that it is free.
+        const auto wait =
+            redlock::lock::held_pttl(std::stoll(fair(server, *script, "second", "2")));
+        CHECK(wait > 2000);
+        CHECK(wait <= 3000);
         CHECK(fair(server, *script, "first", "1") == "1");
         CHECK(server.command({"ZRANGE", "{lock:x}:queue", "0", "-1"}) == "[second]");
         CHECK(server.command({"ZSCORE", "{lock:x}:waiting", "first"}) == "(nil)");
@@ -256,6 +260,33 @@ TEST_CASE("the release script deletes only our token, with or without a release 
     CHECK(eval(server, k_release_script, {"mine", "{lock:x}:released"}) == "1");
     server.command({"SET", "lock:x", "mine", "PX", "60000"});
     CHECK(eval(server, k_release_script, {"mine"}) == "1");
+}
+
+namespace {
+// How many PUBLISH the server ran (scripts' included) since the last call.
+long long publishes(RedisServer& server) {
+    const std::string info = server.command({"INFO", "commandstats"});
+    server.command({"CONFIG", "RESETSTAT"});
+    const auto at = info.find("cmdstat_publish:calls=");
+    return at == std::string::npos ? 0 : std::stoll(info.substr(at + 22));
+}
+} // namespace
+
+TEST_CASE("the release notice goes out wherever the lock is now free, not where another holds "
+          "it") {
+    RedisServer server;
+    (void)publishes(server);
+    server.command({"SET", "lock:x", "mine", "PX", "60000"});
+    CHECK(eval(server, k_release_script, {"mine", "{lock:x}:released"}) == "1");
+    CHECK(publishes(server) == 1);
+    // Never ours here (an acquisition that won elsewhere): free all the same, and a waiter
+    // that listens only to this server must hear of the release.
+    CHECK(eval(server, k_release_script, {"mine", "{lock:x}:released"}) == "0");
+    CHECK(publishes(server) == 1);
+    server.command({"SET", "lock:x", "other", "PX", "60000"});
+    CHECK(eval(server, k_release_script, {"mine", "{lock:x}:released"}) == "0");
+    CHECK(publishes(server) == 0);
+    CHECK(server.command({"GET", "lock:x"}) == "other");
 }
 
 TEST_CASE("the fence script raises the counter only under our token and never lowers it") {
