@@ -13,7 +13,7 @@ set -euo pipefail
 packages=(
     # build
     g++ cmake make pkg-config
-    libcli11-dev libhiredis-dev libtomlplusplus-dev doctest-dev libssl-dev
+    libcli11-dev libhiredis-dev libtomlplusplus-dev libfmt-dev doctest-dev libssl-dev
     # test
     redis-server python3 util-linux procps clang-format spin faketime openssl
     # bench

@@ -171,10 +171,9 @@ util::Expected<config::Config> load(const GlobalOptions& global) {
         for (const auto& s : cfg->servers)
             identities.push_back(config::server_identities(s.url, true));
     auto written = [](const config::ServerUrl& u) {
-        return u.is_unix()
-                   ? u.socket_path
-                   : util::format(u.host.find(':') != std::string::npos ? "[{}]:{}" : "{}:{}",
-                                  u.host, u.port);
+        return u.is_unix()                             ? u.socket_path
+               : u.host.find(':') != std::string::npos ? util::format("[{}]:{}", u.host, u.port)
+                                                       : util::format("{}:{}", u.host, u.port);
     };
     for (size_t i = 0; i < identities.size(); ++i)
         for (size_t j = 0; j < i; ++j) {

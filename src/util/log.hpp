@@ -4,6 +4,7 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "util/format.hpp"
 
@@ -26,21 +27,21 @@ void write(std::string_view text);
 [[nodiscard]] bool write_if_ready(std::string_view text);
 
 template <typename... Args>
-void error(std::string_view fmt, const Args&... args) {
-    write(util::format(fmt, args...));
+void error(fmt::format_string<Args...> fmt, Args&&... args) {
+    write(util::format(fmt, std::forward<Args>(args)...));
 }
 template <typename... Args>
-void note(std::string_view fmt, const Args&... args) {
+void note(fmt::format_string<Args...> fmt, Args&&... args) {
     if (level() != Level::quiet)
-        write(util::format(fmt, args...));
+        write(util::format(fmt, std::forward<Args>(args)...));
 }
 // The arguments are built before the level is looked at: a verbose line whose arguments
 // cost something (lock::describe_round) on a path every run takes goes inside
 // `if (verbose_enabled())`.
 template <typename... Args>
-void verbose(std::string_view fmt, const Args&... args) {
+void verbose(fmt::format_string<Args...> fmt, Args&&... args) {
     if (verbose_enabled())
-        write(util::format(fmt, args...));
+        write(util::format(fmt, std::forward<Args>(args)...));
 }
 
 } // namespace redlock::util::log

@@ -8,6 +8,9 @@
 
 using redlock::util::format;
 
+// util::format is {fmt}'s; these pin down the specs redlock's messages use. A malformed
+// format string ("a{b", "{} {") no longer compiles.
+
 TEST_CASE("format fills placeholders in order") {
     CHECK(format("{} and {}", "salt", "pepper") == "salt and pepper");
     CHECK(format("{}{}{}", 1, 2, 3) == "123");
@@ -42,13 +45,7 @@ TEST_CASE("format turns doubled braces into literal braces") {
     CHECK(format("a }} b {{ c") == "a } b { c");
 }
 
-TEST_CASE("format leaves an unclosed brace and a lone closing brace as they are") {
-    CHECK(format("a{b") == "a{b");
-    CHECK(format("a}b") == "a}b");
-    CHECK(format("{} {", 1) == "1 {");
-}
-
-TEST_CASE("format takes printf-style specs for floating point numbers") {
+TEST_CASE("format takes precision and width for floating point numbers") {
     CHECK(format("{:.1f}", 3.14159) == "3.1");
     CHECK(format("{:.1f}ms", 0.25) == "0.2ms"); // round-half-even of the binary value
     CHECK(format("{:.3f}", 2.0) == "2.000");
@@ -63,13 +60,13 @@ TEST_CASE("format writes a floating point number without a spec in its shortest 
     CHECK(format("{}", 100.0) == "100");
 }
 
-TEST_CASE("format takes printf-style specs for integers") {
+TEST_CASE("format takes base, width, fill and alignment for integers") {
     CHECK(format("{:02x}", 10) == "0a");
     CHECK(format("{:02x}", static_cast<unsigned char>(0xc3)) == "c3");
     CHECK(format("{:02x}", 0xabcU) == "abc");
     CHECK(format("{:X}", 255) == "FF");
     CHECK(format("{:5}", 42) == "   42");
-    CHECK(format("{:-5}|", 42) == "42   |");
+    CHECK(format("{:<5}|", 42) == "42   |");
     CHECK(format("{:05}", -42) == "-0042");
     CHECK(format("{:o}", 8) == "10");
     CHECK(format("{:x}", static_cast<uint64_t>(0xdeadbeefcafeULL)) == "deadbeefcafe");
