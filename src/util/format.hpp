@@ -4,10 +4,9 @@
 // "{:<20}"), each format string checked against its arguments at compile time. A format
 // chosen at run time goes through fmt::runtime().
 
+#include <fmt/format.h>
 #include <string>
 #include <utility>
-
-#include <fmt/format.h>
 
 namespace redlock::util {
 
