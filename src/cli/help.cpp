@@ -18,7 +18,8 @@ constexpr std::array k_commands = {"run"sv,    "status"sv,  "list"sv,  "acquire"
 
 // The options of run and acquire that decide how the lock is waited for.
 #define WAIT_OPTIONS                                                                               \
-    "  -w, --wait DURATION wait at most this long for the lock (default: forever;\n"               \
+    "  -w, --wait DURATION\n"                                                                      \
+    "                      wait at most this long for the lock (default: forever;\n"               \
     "                      -w 0 is -n; --timeout is the same option)\n"                            \
     "  -n, --no-wait       give up at once if the lock is held (also --nonblock)\n"                \
     "      --fair          wait in line: first come, first served among --fair\n"                  \
@@ -50,7 +51,7 @@ Options:
                       server for Redlock over several
   -v, --verbose       say what happens: acquire, renew, release
   -q, --quiet         silence redlock's notes (errors still print)
-  -h, --help          show this help; redlock COMMAND --help shows the command's
+  -h, --help          show this help (redlock COMMAND --help: that command's)
       --version       show the version and whether TLS is built in
 
 Exit status: 0 done; 1 doctor found a risk; 64 usage; 69 servers unavailable;
