@@ -194,7 +194,12 @@ LockView read_lock(std::span<redis::Connection> conns, std::string_view name, st
             if (token->type == REDIS_REPLY_STRING) {
                 sv.token = std::string(redis::text(*token));
                 sv.ttl_ms = reply->element[1]->integer;
-                sv.holder = parse_holder(hash_fields(*reply->element[2]), *sv.token);
+                const auto fields = hash_fields(*reply->element[2]);
+                const auto owner = fields.find("token");
+                if (auto it = fields.find("fence");
+                    it != fields.end() && owner != fields.end() && owner->second == *sv.token)
+                    sv.holder_fence = std::strtoll(it->second.c_str(), nullptr, 10);
+                sv.holder = parse_holder(fields, *sv.token);
                 ttls_by_token[*sv.token].push_back(sv.ttl_ms);
             } else {
                 ++free_servers;
@@ -217,6 +222,12 @@ LockView read_lock(std::span<redis::Connection> conns, std::string_view name, st
                 view.holder = sv.holder;
                 break;
             }
+        // Round 1 records each server's own counter; a second round, when they differed,
+        // the fence itself, on a majority (lock/lock.hpp).
+        std::map<long long, size_t> fences;
+        for (const auto& sv : view.servers)
+            if (sv.token == token && sv.holder_fence && ++fences[*sv.holder_fence] >= majority)
+                view.fence = *sv.holder_fence;
     }
     if (any_wrong_type) {
         // The script could not read the TTL of a key of another type; PTTL can.

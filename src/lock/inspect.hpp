@@ -33,6 +33,9 @@ struct ServerView {
     long long ttl_ms = -2;            // PTTL: -2 free, -1 no expiry
     std::optional<Holder> holder;
     std::optional<long long> fence; // the fence counter; nullopt: never set on this server
+    // The fence the holder's metadata records here (its acquisition's, once a majority
+    // has it); nullopt without metadata.
+    std::optional<long long> holder_fence;
     // The lock key exists but is not a string (say, a hash someone wrote there): not a
     // lock of redlock's or of any SET NX client, yet it keeps the name from being taken.
     bool wrong_type = false;
@@ -48,8 +51,9 @@ struct LockView {
     std::optional<std::string> token; // the majority's token when held
     long long ttl_ms = -2;            // until fewer than a majority hold it
     std::optional<Holder> holder;     // nullopt when held by a client without metadata
-    // The last fence given out: the largest counter read (every acquisition's fence is
-    // on a majority, so this is the current holder's when a majority answered).
+    // Held: the holder's fence, as the metadata of a majority records it. Otherwise (free,
+    // or a holder without metadata) the largest counter read: the last fence given out,
+    // or one past it where an attempt that lost incremented a minority of the counters.
     std::optional<long long> fence;
     std::vector<ServerView> servers;
     size_t reachable = 0;

@@ -765,6 +765,7 @@ HOLDER_SCRIPT = r'''
 d=$1
 printf '%s' "$REDLOCK_TOKEN" > "$d/token.tmp" && mv "$d/token.tmp" "$d/token"
 printf '%s' "$REDLOCK_KEY" > "$d/key.tmp" && mv "$d/key.tmp" "$d/key"
+printf '%s' "$REDLOCK_FENCE" > "$d/fence.tmp" && mv "$d/fence.tmp" "$d/fence"
 echo $$ > "$d/pid.tmp" && mv "$d/pid.tmp" "$d/pid"
 : > "$d/ready"
 while [ ! -e "$d/go" ]; do sleep 0.02; done
@@ -810,6 +811,10 @@ class Holder:
     @property
     def key(self):
         return self._file("key")
+
+    @property
+    def fence(self):
+        return int(self._file("fence"))
 
     @property
     def program_pid(self):

@@ -245,6 +245,23 @@ class NestedRunTest(ServersTest):
         self.assertNotEqual(self.read("ran"), holder.token)
         self.assertEqual(holder.release(), 0)
 
+    def test_a_counter_raised_by_a_lost_attempt_changes_neither_the_fence_nor_status(self):
+        # An attempt that wins a minority of the servers increments their counters, and
+        # loses. The holder's fence is what its metadata records on a majority: the one a
+        # nested run must inherit, and the one status shows.
+        holder = self.holder(["-k", "nest"], global_args=self.global_args).wait_ready()
+        for server in self.redis[:max(1, len(self.redis) // 2)]:
+            server.command("INCRBY", "{lock:nest}:fence", "100")
+        r = self.run_redlock([*self.global_args, "status", "--json", "nest"])
+        self.assertStatus(r, 0)
+        self.assertEqual(json.loads(r.stdout)["locks"][0]["fence"], holder.fence)
+        r = self.run_redlock([*self.global_args, "run", "-k", "nest", "-n", "--", "sh", "-c",
+                              'printf "%s" "$REDLOCK_FENCE"'],
+                             env=self.env({"REDLOCK_KEY": "nest", "REDLOCK_TOKEN": holder.token}))
+        self.assertStatus(r, 0)
+        self.assertEqual(int(r.stdout), holder.fence)
+        self.assertEqual(holder.release(), 0)
+
     def test_an_unknown_program_in_a_nested_run_is_127(self):
         inner = [REDLOCK_BIN, *self.global_args, "run", "-k", "nest", "--"]
         r = self.run_redlock([*self.global_args, "run", "-k", "nest", "--", *inner,
