@@ -63,7 +63,7 @@ inline long sys(long n, long a = 0, long b = 0, long c = 0, long d = 0, long e =
 #endif
 
 // Everything below up to Watchdog::start runs in the watchdog, under the rules above.
-#define WATCHDOG_CODE [[gnu::no_sanitize("address", "undefined")]]
+#define WATCHDOG_CODE [[gnu::no_sanitize("address", "undefined", "thread")]]
 
 template <class T>
 long arg(T* p) {
