@@ -121,7 +121,7 @@ int acquire_command(const AcquireOptions& options, const config::Config& config)
             .field("token", token)
             .field("fence", lock.fence())
             .field("ttl_ms", options.ttl.count())
-            .field("acquired_at", holder.acquired_at)
+            .field("acquired_at", lock.holder_field("acquired_at"))
             .end_object();
         out = json.str();
     } else if (options.shell) {

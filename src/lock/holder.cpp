@@ -18,10 +18,14 @@ namespace {
 
 constexpr size_t k_max_command_length = 1024;
 
+} // namespace
+
 std::string iso8601_now() {
     return util::format_utc_timestamp(
         std::chrono::floor<std::chrono::milliseconds>(std::chrono::system_clock::now()));
 }
+
+namespace {
 
 // /etc/passwd read directly: getpwuid() goes through NSS (nsswitch.conf read and parsed,
 // the files module set up) and costs 23 k instructions, 7% of a plain `run`, for a name

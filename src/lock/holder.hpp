@@ -34,6 +34,9 @@ struct Holder {
 // A command line as a shell would need it typed: words quoted only where needed.
 [[nodiscard]] std::string shell_quote(std::span<const std::string> words);
 
+// Now as `acquired_at` is written: ISO 8601, UTC, in milliseconds.
+[[nodiscard]] std::string iso8601_now();
+
 // Field/value pairs for the metadata hash, including the owner's token.
 [[nodiscard]] std::vector<std::string> holder_fields(const Holder& holder,
                                                      const std::string& token);

@@ -7,6 +7,7 @@
 #include <poll.h>
 
 #include "config/server_url.hpp"
+#include "lock/holder.hpp"
 #include "lock/name.hpp"
 #include "lock/scripts.hpp"
 #include "redis/fanout.hpp"
@@ -308,17 +309,28 @@ util::Expected<AcquireResult> Lock::acquire(int interrupt_fd, bool leader_first)
     return *soonest;
 }
 
+std::string_view Lock::holder_field(std::string_view name) const {
+    for (size_t i = 0; i + 1 < m_holder.size(); i += 2)
+        if (m_holder[i] == name)
+            return m_holder[i + 1];
+    return {};
+}
+
 util::Expected<AcquireResult> Lock::acquire_key(int interrupt_fd, bool leader_first) {
     // A fresh token for every attempt after the first: a request of an earlier attempt
     // that runs late (a release finished by the background process, one abandoned on a
     // frozen server) must not find, and delete or extend, this attempt's key. The model
     // (tests/model) assumes exactly this.
+    // The metadata names the token too, and when it was acquired: a waiter's attempt
+    // after minutes of waiting is not "held for minutes".
     if (m_attempts++ > 0) {
         m_token = util::random_token();
         build_renewal();
-        for (size_t i = 0; i + 1 < m_holder.size(); i += 2) // the metadata names it too
+        for (size_t i = 0; i + 1 < m_holder.size(); i += 2)
             if (m_holder[i] == "token")
                 m_holder[i + 1] = m_token;
+            else if (m_holder[i] == "acquired_at")
+                m_holder[i + 1] = iso8601_now();
     }
     std::vector<std::string> args{m_token, std::to_string(m_ttl.count())};
     std::vector<std::string> keys = script_keys();

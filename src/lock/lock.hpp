@@ -116,6 +116,8 @@ class Lock {
     // The name's own lock key (key() is a permit's with a limit).
     [[nodiscard]] const std::string& name_key() const { return m_name_key; }
     [[nodiscard]] const std::string& token() const { return m_token; }
+    // A field of the holder's metadata as the last attempt wrote it ("" if none).
+    [[nodiscard]] std::string_view holder_field(std::string_view name) const;
     // The fence of the last successful acquire(); 0 before.
     [[nodiscard]] long long fence() const { return m_fence; }
     [[nodiscard]] Millis ttl() const { return m_ttl; }

@@ -2,7 +2,9 @@
 that dies without releasing is noticed by expiry; lost notices (a subscription killed, a
 server frozen, an ACL without channels) still converge."""
 
+import datetime
 import hashlib
+import json
 import re
 import signal
 import time
@@ -53,6 +55,24 @@ class WaitingTest(E2ETest):
         self.assertEqual(waiter.wait(30), 0, waiter.stderr)
         # The first attempt, the one right after subscribing, and the one the release woke.
         self.assertLessEqual(attempts_of(waiter.stderr), 3, waiter.stderr)
+
+    def test_a_waiter_records_when_it_acquired_not_when_it_started_waiting(self):
+        h = self.holder(["-k", "job"], global_args=self.args).wait_ready()
+        waiter = self.start_redlock(self.args + ["acquire", "job", "-w", "60s", "--json"])
+        self.wait_subscribed(proc=waiter)
+        time.sleep(1.5)
+        released = datetime.datetime.now(datetime.timezone.utc)
+        self.assertEqual(h.release(), 0)
+        self.assertEqual(waiter.wait(30), 0, waiter.stderr)
+
+        def when(text):
+            return datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+        acquired = when(json.loads(waiter.stdout)["acquired_at"])
+        self.assertGreater(acquired, released - datetime.timedelta(milliseconds=200))
+        r = self.run_redlock(self.args + ["status", "--json", "job"])
+        holder = json.loads(r.stdout)["locks"][0]["holder"]
+        self.assertEqual(when(holder["acquired_at"]), acquired)
 
     def test_the_release_notice_says_how_many_wait(self):
         # Here: this client alone. On one server nothing says "acquired" (it would wake
