@@ -17,10 +17,11 @@ struct Script {
     std::string_view sha1;
 };
 
-// Round 1 of an acquisition over several servers. The fence counter is checked first
-// (a counter that is not a number is an error, never read as 0, and the lock is not
-// touched), then SET NX PX; on success the counter is incremented and the metadata hash
-// (the fence and ARGV[3..] field/value pairs) is replaced with the same TTL. Returns the
+// Round 1 of an acquisition over several servers. The fence counter is checked first:
+// anything but a non-negative integer as INCR writes it, below 10^18 (so that the INCR
+// after the SET cannot fail), is an error, never read as 0, and the lock is not touched.
+// Then SET NX PX; on success the counter is incremented and the metadata hash (the fence
+// and ARGV[3..] field/value pairs) is replaced with the same TTL. Returns the
 // new counter, the fence this server gives (the client takes the largest over a
 // majority, and writes it back in a second round only where the replies differ:
 // lock/lock.hpp); when held by another owner, -2 - PTTL (-1: held with no expiry), which
@@ -96,7 +97,7 @@ constexpr std::string_view view(const std::array<char, N>& text) {
 // SET, and on success the increment and the metadata. They differ only in the
 // "acquired" notice.
 inline constexpr char k_acquire_head[] = R"lua(local fence = redis.call("get", KEYS[3])
-if fence and tonumber(fence) == nil then return redis.error_reply("ERR fence counter " .. KEYS[3] .. " is not a number") end
+if fence and fence ~= "0" and not (#fence <= 18 and string.match(fence, "^[1-9]%d*$")) then return redis.error_reply("ERR fence counter " .. KEYS[3] .. " is not a number") end
 )lua";
 inline constexpr char k_acquire_set[] =
     R"lua(if redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
@@ -118,14 +119,14 @@ inline constexpr auto k_acquire_text =
 )lua",
                  k_acquire_tail);
 inline constexpr Script k_acquire_script{detail::view(k_acquire_text),
-                                         "abd8bf5a6bc3bb40f374cdc7f2436a0ae3b23d3d"};
+                                         "5dca5478b45b2014f5f6834017a985743a03be8c"};
 
 // The whole acquisition on a single server: as k_acquire_script without the "acquired"
 // notice. Its fence is final: one server's counter is the whole register.
 inline constexpr auto k_acquire_single_text = detail::join(
     k_acquire_head, k_fair_enrol, k_acquire_set, k_fair_leave, k_acquire_won, k_acquire_tail);
 inline constexpr Script k_acquire_single_script{detail::view(k_acquire_single_text),
-                                                "9d144c1bb2b01851199a9279313883360c8138c2"};
+                                                "6297fc144b61e9aa4dacdcfd76465973ea9c0921"};
 
 // Round 2 over several servers, sent only when the round-1 replies differ (ARGV[1] token,
 // ARGV[2] fence): while this server still holds our token, raise its counter to the
@@ -135,12 +136,12 @@ inline constexpr Script k_acquire_single_script{detail::view(k_acquire_single_te
 inline constexpr Script k_fence_script{
     R"lua(if redis.call("get", KEYS[1]) ~= ARGV[1] then return 0 end
 local fence = redis.call("get", KEYS[3])
-if fence and tonumber(fence) == nil then return redis.error_reply("ERR fence counter " .. KEYS[3] .. " is not a number") end
+if fence and fence ~= "0" and not (#fence <= 18 and string.match(fence, "^[1-9]%d*$")) then return redis.error_reply("ERR fence counter " .. KEYS[3] .. " is not a number") end
 if fence and tonumber(fence) > tonumber(ARGV[2]) then return 0 end
 redis.call("set", KEYS[3], ARGV[2])
 if redis.call("exists", KEYS[2]) == 1 then redis.call("hset", KEYS[2], "fence", ARGV[2]) end
 return 1)lua",
-    "9e425eaddbf7a8c22befb8c18fe62ffaca6f19bf"};
+    "ea80dad9209dce7556e8b5f1b304acda0d87e79d"};
 
 // Compare-and-pexpire (ARGV[1] token, ARGV[2] ttl ms), the metadata alongside (its ttl_ms
 // follows, for `extend`). Never re-creates an expired lock. Returns 1 when renewed, 0 when
@@ -252,7 +253,7 @@ return 0)lua",
 // the name). Holders with another limit: the error "LIMIT <theirs>".
 inline constexpr Script k_acquire_permit_script{
     R"lua(local fence = redis.call("get", KEYS[3])
-if fence and tonumber(fence) == nil then return redis.error_reply("ERR fence counter " .. KEYS[3] .. " is not a number") end
+if fence and fence ~= "0" and not (#fence <= 18 and string.match(fence, "^[1-9]%d*$")) then return redis.error_reply("ERR fence counter " .. KEYS[3] .. " is not a number") end
 local kind = redis.call("type", KEYS[4]).ok
 if kind ~= "zset" and kind ~= "none" then return -2 - redis.call("pttl", KEYS[4]) end
 local t = redis.call("time")
@@ -276,7 +277,7 @@ if #ARGV >= 5 then
 end
 if ARGV[4] ~= "1" then redis.pcall("publish", "{" .. KEYS[4] .. "}:released", "acquired") end
 return reply)lua",
-    "fcd74f09029d94b9a9a16b80ae48aeaba004dee3"};
+    "3713b2a30fe6a26066a812c3b9a786fe432c13d5"};
 
 // Renew a permit: as k_renew_script, and its holder's entry in the name's set moves on
 // with it (never over a plain lock that took the name meanwhile).
