@@ -1,6 +1,7 @@
 #include "process/watchdog.hpp"
 
 #include <cerrno>
+#include <charconv>
 #include <csignal>
 #include <cstdint>
 #include <cstdlib>
@@ -9,8 +10,10 @@
 #include <poll.h>
 #include <sched.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include "util/format.hpp"
@@ -108,7 +111,8 @@ struct Watch {
 
 // The watchdog's own memory, mapped by redlock before the clone and never unmapped.
 struct Memory {
-    int fd = -1; // the read end of the pipe
+    int fd = -1;       // the read end of the pipe
+    int write_fd = -1; // its write end, redlock's: closed first, or EOF would never come
     Watch watch;
     ProcEntry processes[k_max_processes];
     pid_t tree[k_max_tree];
@@ -273,9 +277,20 @@ WATCHDOG_CODE int watch(void* memory) {
     const std::uint64_t all = ~std::uint64_t{0};
     sys(SYS_rt_sigprocmask, SIG_SETMASK, arg(&all), 0, sizeof all);
     const int fd = m.fd;
-    if (fd > 0)
-        sys(SYS_close_range, 0, fd - 1, 0);
-    sys(SYS_close_range, fd + 1, ~0U, 0);
+    sys(SYS_close, m.write_fd);
+    long closed = fd > 0 ? sys(SYS_close_range, 0, fd - 1, 0) : 0;
+    if (closed == 0)
+        closed = sys(SYS_close_range, fd + 1, ~0U, 0);
+    if (closed == -ENOSYS) { // before Linux 5.9: one by one, up to the descriptor limit
+        struct {
+            std::uint64_t cur, max; // the kernel's struct rlimit64
+        } limit{1024, 1024};
+        sys(SYS_prlimit64, 0, RLIMIT_NOFILE, 0, arg(&limit));
+        const long last = limit.cur < 65536 ? static_cast<long>(limit.cur) : 65536;
+        for (long i = 0; i < last; ++i)
+            if (i != fd)
+                sys(SYS_close, i);
+    }
     const long timer = sys(SYS_timerfd_create, CLOCK_BOOTTIME, TFD_CLOEXEC);
     for (;;) {
         const long long at = next_action(w);
@@ -328,11 +343,18 @@ WATCHDOG_CODE int watch(void* memory) {
 
 #undef WATCHDOG_CODE
 
-// Valgrind runs no clone that shares memory without being a thread: it would stop redlock
-// there. Its preloaded libraries say it is there.
-bool under_valgrind() {
-    const char* preload = std::getenv("LD_PRELOAD");
-    return preload && std::strstr(preload, "/vgpreload_");
+// Whether the watchdog can share redlock's memory and still outlive it: not under
+// valgrind, which runs no clone that shares memory without being a thread (it would stop
+// redlock there; its preloaded libraries say it is there), and not on a kernel where a
+// crashing redlock would take it along (kernel_spares_memory_sharers).
+bool can_share_memory() {
+    if (!k_shares_memory)
+        return false;
+    if (const char* preload = std::getenv("LD_PRELOAD");
+        preload && std::strstr(preload, "/vgpreload_"))
+        return false;
+    utsname u{};
+    return ::uname(&u) == 0 && kernel_spares_memory_sharers(u.release);
 }
 
 long long to_ns(Watchdog::Clock::time_point t) {
@@ -340,6 +362,18 @@ long long to_ns(Watchdog::Clock::time_point t) {
 }
 
 } // namespace
+
+bool kernel_spares_memory_sharers(std::string_view release) {
+    // "6.1.0-13-amd64", "5.15.0-91-generic", "4.18.0-513.el8_9.x86_64"
+    int major = 0;
+    int minor = 0;
+    auto [end, ec] = std::from_chars(release.data(), release.data() + release.size(), major);
+    if (ec != std::errc() || end == release.data() + release.size() || *end != '.')
+        return false;
+    if (std::from_chars(end + 1, release.data() + release.size(), minor).ec != std::errc())
+        return false;
+    return major > 5 || (major == 5 && minor >= 16);
+}
 
 util::Expected<Watchdog> Watchdog::start(Clock::time_point term_at, Clock::time_point kill_at) {
     int fds[2];
@@ -357,13 +391,14 @@ util::Expected<Watchdog> Watchdog::start(Clock::time_point term_at, Clock::time_
                           util::format("mmap: {}", std::strerror(errno)));
     auto* memory = static_cast<Memory*>(mapped); // zero-filled: a valid Memory as it is
     memory->fd = read_end.get();
+    memory->write_fd = dog.m_pipe.get();
     memory->watch.redlock = ::getpid();
     memory->watch.term_at = to_ns(term_at);
     memory->watch.kill_at = to_ns(kill_at);
     // No exit signal: a "clone child" that waitpid(-1) never waits for (see the header).
-    const int flags = k_shares_memory && !under_valgrind() ? CLONE_VM : 0;
+    const int flags = can_share_memory() ? CLONE_VM : 0;
     pid_t pid = ::clone(watch, memory->stack + sizeof memory->stack, flags, memory);
-    // An emulator that runs no such clone either (qemu-user answers EINVAL) gets a copy.
+    // A sandbox that refuses such a clone gets a copy.
     if (pid < 0 && flags != 0 && (errno == EINVAL || errno == ENOSYS))
         pid = ::clone(watch, memory->stack + sizeof memory->stack, 0, memory);
     if (pid < 0)

@@ -20,6 +20,7 @@
 // and it touches nothing of redlock's (watchdog.cpp says how). If the watchdog itself is
 // stopped as well as redlock, nothing is left to act: see SAFETY in redlock(1).
 
+#include <string_view>
 #include <sys/types.h>
 
 #include "util/clock.hpp"
@@ -52,5 +53,11 @@ class Watchdog {
     util::UniqueFd m_pipe; // write end (non-blocking); the watchdog holds the read end
     pid_t m_pid = -1;
 };
+
+// Whether a process of this kernel (uname's release, "6.1.0-13-amd64") that dumps core
+// leaves the other processes sharing its memory alone: from Linux 5.16 on. Before, a
+// crashing redlock (abort, SIGSEGV, even with core files off) would kill a watchdog that
+// shares its memory, so there the watchdog is a copy.
+[[nodiscard]] bool kernel_spares_memory_sharers(std::string_view release);
 
 } // namespace redlock::process

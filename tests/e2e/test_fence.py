@@ -41,7 +41,7 @@ sh -c "$REGISTER" sh "$d/register" "$REDLOCK_FENCE" "$d/log"
 
 
 # Preloaded into redlock: answers EINVAL to a clone that shares memory without being a
-# thread, as qemu-user does, and leaves a mark in $CLONE_SHIM_MARK when it did.
+# thread, as a sandbox may, and leaves a mark in $CLONE_SHIM_MARK when it did.
 CLONE_SHIM = r'''
 #define _GNU_SOURCE
 #include <dlfcn.h>
