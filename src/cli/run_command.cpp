@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstdlib>
 #include <cstring>
 #include <poll.h>
@@ -367,12 +368,31 @@ std::optional<int> run_nested(const RunOptions& options, const config::Config& c
         log::note("'{}' is held by the run this one is nested in; --max-hold, --min-hold and "
                   "--once-per apply to that run, not here",
                   options.name);
-    // The fence is the outer run's, as the servers have it (the environment may be edited).
-    if (held->fence)
-        ::setenv("REDLOCK_FENCE", std::to_string(*held->fence).c_str(), 1);
+    // The fence is the outer run's. The inherited REDLOCK_FENCE is taken when a server
+    // that answered records it for this token (one always does: the servers that have the
+    // fence are a majority); else, the environment edited, the one a majority records.
+    std::optional<long long> fence;
+    if (const char* inherited = std::getenv("REDLOCK_FENCE")) {
+        long long value = 0;
+        const std::string_view text(inherited);
+        if (std::from_chars(text.data(), text.data() + text.size(), value).ptr ==
+            text.data() + text.size())
+            for (const auto& s : held->servers)
+                if (s.token == token && s.holder_fence == value)
+                    fence = value;
+    }
+    if (!fence)
+        fence = held->fence;
+    if (!fence)
+        return report(util::Error{
+            util::ErrorKind::unavailable,
+            util::format("cannot tell the fence of the run this one is nested in: too few "
+                         "servers answered to agree on it, and REDLOCK_FENCE is not one "
+                         "they record; PROGRAM not started")});
+    ::setenv("REDLOCK_FENCE", std::to_string(*fence).c_str(), 1);
     log::verbose("'{}' is held by the run this one is nested in (fence {}); running PROGRAM "
                  "under it",
-                 options.name, held->fence.value_or(0));
+                 options.name, *fence);
     return report(process::exec_in_place(options.program));
 }
 

@@ -222,12 +222,23 @@ LockView read_lock(std::span<redis::Connection> conns, std::string_view name, st
                 view.holder = sv.holder;
                 break;
             }
-        // Round 1 records each server's own counter; a second round, when they differed,
-        // the fence itself, on a majority (lock/lock.hpp).
+        // The holder's fence is what its metadata records on a majority of all the servers:
+        // round 1 records each server's own counter, a second round (when they differed)
+        // the fence itself, and a server whose yes came too late to count may hold another
+        // value. With servers missing it may not be told: unknown then, never the largest
+        // counter, which an attempt that lost may have raised. Without metadata (another
+        // client's lock), the largest counter as for a free lock.
         std::map<long long, size_t> fences;
+        bool recorded = false;
+        std::optional<long long> agreed;
         for (const auto& sv : view.servers)
-            if (sv.token == token && sv.holder_fence && ++fences[*sv.holder_fence] >= majority)
-                view.fence = *sv.holder_fence;
+            if (sv.token == token && sv.holder_fence) {
+                recorded = true;
+                if (++fences[*sv.holder_fence] >= majority)
+                    agreed = *sv.holder_fence;
+            }
+        if (recorded)
+            view.fence = agreed;
     }
     if (any_wrong_type) {
         // The script could not read the TTL of a key of another type; PTTL can.

@@ -51,9 +51,10 @@ struct LockView {
     std::optional<std::string> token; // the majority's token when held
     long long ttl_ms = -2;            // until fewer than a majority hold it
     std::optional<Holder> holder;     // nullopt when held by a client without metadata
-    // Held: the holder's fence, as the metadata of a majority records it. Otherwise (free,
-    // or a holder without metadata) the largest counter read: the last fence given out,
-    // or one past it where an attempt that lost incremented a minority of the counters.
+    // Held: the holder's fence, as the metadata of a majority of all the servers records
+    // it; nullopt when the servers that answered cannot tell. Otherwise (free, or a
+    // holder without metadata) the largest counter read: the last fence given out, or
+    // past it where an attempt that lost incremented a minority of the counters.
     std::optional<long long> fence;
     std::vector<ServerView> servers;
     size_t reachable = 0;

@@ -274,6 +274,44 @@ class NestedRunFiveServersTest(NestedRunTest):
     servers = 5
 
 
+class NestedRunLateServerTest(ServersTest):
+    """A server whose yes came too late to count records another fence for the holder."""
+
+    servers = 3
+
+    def test_a_late_server_changes_neither_the_nested_fence_nor_what_status_claims(self):
+        late, other = self.redis[2], self.redis[1]
+        late.command("SET", "{lock:nest}:fence", "50")
+        late.freeze()
+        holder = self.holder(["-k", "nest", "-t", "1m"],
+                             global_args=self.global_args).wait_ready()
+        self.assertEqual(holder.fence, 1)  # the two servers that answered agree on 1
+        late.thaw()
+        # The acquisition's request, written before the round was decided without it, runs
+        # there now: the holder's token with counter and metadata 51.
+        wait_until(lambda: late.command("HGET", "{lock:nest}:meta", "fence") == "51", 10,
+                   message="the late request to run")
+        other.freeze()
+        self.addCleanup(other.thaw)
+        nested = [*self.global_args, "run", "-k", "nest", "-n", "--", "sh", "-c",
+                  'printf "%s" "$REDLOCK_FENCE"']
+        inherited = {"REDLOCK_KEY": "nest", "REDLOCK_TOKEN": holder.token}
+        r = self.run_redlock(nested, env=self.env({**inherited, "REDLOCK_FENCE": "1"}))
+        self.assertStatus(r, 0)
+        self.assertEqual(r.stdout, "1")
+        # An environment that lost the fence: one server says 1, the other 51.
+        r = self.run_redlock(nested, env=self.env(inherited))
+        self.assertStatus(r, 69)
+        self.assertIn("cannot tell the fence of the run this one is nested in", r.stderr)
+        r = self.run_redlock([*self.global_args, "status", "--json", "nest"])
+        self.assertStatus(r, 0)
+        self.assertIsNone(json.loads(r.stdout)["locks"][0]["fence"])
+        other.thaw()
+        r = self.run_redlock([*self.global_args, "status", "--json", "nest"])
+        self.assertEqual(json.loads(r.stdout)["locks"][0]["fence"], 1)
+        self.assertEqual(holder.release(), 0)
+
+
 class OncePerTest(ServersTest):
     def setUp(self):
         super().setUp()
