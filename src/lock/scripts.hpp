@@ -165,21 +165,25 @@ return 0)lua",
 // the token, which is still valid on servers the release has not reached yet), by which a waiter
 // listening to two servers wakes once for one release, not once per server. pcall: an ACL that
 // allows no channels must not cost the release itself. Returns 1 when deleted, 0 when not ours.
-inline constexpr Script k_release_script{
-    R"lua(local deleted = 0
+// The parts both release scripts share: compare-and-delete (or "not ours, but free here"),
+// and the notice.
+inline constexpr char k_release_head[] = R"lua(local deleted = 0
 if redis.call("get", KEYS[1]) == ARGV[1] then
   redis.call("del", KEYS[2])
   deleted = redis.call("del", KEYS[1])
 elseif redis.call("exists", KEYS[1]) == 1 then
   return 0
 end
-if ARGV[2] then
+)lua";
+inline constexpr char k_release_notice[] = R"lua(if ARGV[2] then
   local n = redis.pcall("pubsub", "numsub", ARGV[2])
   n = type(n) == "table" and n[2]
   redis.pcall("publish", ARGV[2], (n and tostring(n) or "released") .. " " .. redis.sha1hex(ARGV[1]):sub(1, 12))
 end
-return deleted)lua",
-    "d5bc0259c6049d36136a02ac8ab66b648ee6dd59"};
+return deleted)lua";
+inline constexpr auto k_release_text = detail::join(k_release_head, k_release_notice);
+inline constexpr Script k_release_script{detail::view(k_release_text),
+                                         "d5bc0259c6049d36136a02ac8ab66b648ee6dd59"};
 
 // The token, remaining TTL (ms), metadata and fence counter of a lock, and the record of
 // its last --once-per run if KEYS[4] names it ({} if not); {nil, -2, {}, fence, record} when
@@ -296,15 +300,8 @@ return redis.call("pexpire", KEYS[1], ARGV[2]))lua",
 
 // Release a permit (ARGV[2] the release channel): as k_release_script, and its holder
 // leaves the name's set, which goes (with the limit) with its last live holder.
-inline constexpr Script k_release_permit_script{
-    R"lua(local deleted = 0
-if redis.call("get", KEYS[1]) == ARGV[1] then
-  redis.call("del", KEYS[2])
-  deleted = redis.call("del", KEYS[1])
-elseif redis.call("exists", KEYS[1]) == 1 then
-  return 0
-end
-if redis.call("type", KEYS[4]).ok == "zset" then
+inline constexpr auto k_release_permit_text =
+    detail::join(k_release_head, R"lua(if redis.call("type", KEYS[4]).ok == "zset" then
   local t = redis.call("time")
   redis.call("zrem", KEYS[4], ARGV[1])
   redis.call("zremrangebyscore", KEYS[4], "-inf", t[1] * 1000 + math.floor(t[2] / 1000))
@@ -316,13 +313,10 @@ if redis.call("type", KEYS[4]).ok == "zset" then
     redis.call("del", KEYS[4], KEYS[5])
   end
 end
-if ARGV[2] then
-  local n = redis.pcall("pubsub", "numsub", ARGV[2])
-  n = type(n) == "table" and n[2]
-  redis.pcall("publish", ARGV[2], (n and tostring(n) or "released") .. " " .. redis.sha1hex(ARGV[1]):sub(1, 12))
-end
-return deleted)lua",
-    "8575f9bae2fa80a289f9a10b0be45c23ea71b6b5"};
+)lua",
+                 k_release_notice);
+inline constexpr Script k_release_permit_script{detail::view(k_release_permit_text),
+                                                "8575f9bae2fa80a289f9a10b0be45c23ea71b6b5"};
 
 // --fair: leave the queue (KEYS[1] queue, KEYS[2] last attempts; ARGV[1] token), when a
 // waiter gives up.
