@@ -77,6 +77,18 @@ void write_last_run(util::JsonWriter& json, const std::optional<lock::LastRun>& 
     json.end_object();
 }
 
+// Enough of a token to tell holders apart, not the token: `extend --token` and `release
+// --token` act with it, and status output is pasted into tickets and CI logs. Whoever may
+// read the servers can still GET it; nobody else needs it (a script has its own, from
+// `acquire`), and a copied one no longer makes a nested run (run_command.cpp).
+constexpr size_t k_token_shown = 8;
+
+std::optional<std::string> token_prefix(const std::optional<std::string>& token) {
+    if (!token)
+        return token;
+    return token->substr(0, k_token_shown);
+}
+
 void write_view(util::JsonWriter& json, const lock::LockView& view) {
     json.begin_object()
         .field("name", view.name)
@@ -88,7 +100,7 @@ void write_view(util::JsonWriter& json, const lock::LockView& view) {
         json.value(view.ttl_ms);
     else
         json.null();
-    json.field("token", view.token);
+    json.field("token_prefix", token_prefix(view.token));
     json.key("fence");
     if (view.fence)
         json.value(*view.fence);
@@ -108,7 +120,7 @@ void write_view(util::JsonWriter& json, const lock::LockView& view) {
     json.key("servers").begin_array();
     for (const auto& s : view.servers) {
         json.begin_object().field("server", s.server).field("state", server_state(s));
-        json.field("token", s.token);
+        json.field("token_prefix", token_prefix(s.token));
         json.key("fence");
         if (s.fence)
             json.value(*s.fence);
@@ -192,7 +204,8 @@ void print_view(std::string& out, const lock::LockView& view) {
                                                          : std::string());
             out += util::format("  lease     {}\n", human_duration(Millis(view.holder->ttl_ms)));
         }
-        out += util::format("  token     {}\n", util::printable(*view.token));
+        out += util::format("  token     {}{}\n", util::printable(*token_prefix(view.token)),
+                            view.token->size() > k_token_shown ? "..." : "");
         if (view.fence)
             out += util::format("  fence     {}\n", *view.fence);
         break;

@@ -14,7 +14,9 @@
 #include "lock/inspect.hpp"
 #include "lock/lock.hpp"
 #include "lock/name.hpp"
+#include "process/cgroup.hpp"
 #include "process/child.hpp"
+#include "process/identity.hpp"
 #include "process/signals.hpp"
 #include "process/watchdog.hpp"
 #include "redis/fanout.hpp"
@@ -81,6 +83,8 @@ class Supervisor {
 
             fds.clear();
             fds.push_back(pollfd{m_signals.fd(), POLLIN, 0});
+            // No events asked: poll() says POLLERR once the watchdog, the pipe's reader, is gone.
+            fds.push_back(pollfd{m_watchdog_dead ? -1 : m_watchdog.pipe_fd(), 0, 0});
             redis::add_pollfds(m_lock.connections(), fds);
             now = Clock::now(); // act_on_deadlines may have taken a while (/proc scans)
             int rc = ::poll(fds.data(), fds.size(), util::poll_timeout_ms(now, next_wakeup(now)));
@@ -88,11 +92,13 @@ class Supervisor {
                 return give_up(util::format("poll: {}", std::strerror(errno)));
             now = Clock::now();
             if (m_lock.renewal_in_flight()) {
-                redis::dispatch(m_lock.connections(), std::span<const pollfd>(fds).subspan(1), now);
+                redis::dispatch(m_lock.connections(), std::span<const pollfd>(fds).subspan(2), now);
                 check_renewal(now);
             }
             if (rc > 0 && fds[0].revents)
                 handle_signals(now);
+            if (rc > 0 && fds[1].revents && !m_watchdog_dead)
+                on_watchdog_gone(now);
         }
         // A renewal still in flight must not share its connections with the release.
         m_lock.abandon_renewal(Clock::now());
@@ -100,12 +106,34 @@ class Supervisor {
         m_watchdog.disarm();
         if (m_lost)
             return util::exit_code::lease_lost;
+        if (m_stopped_without_watchdog)
+            return util::exit_code::internal;
         if (m_timed_out)
             return util::exit_code::max_hold;
         return process::exit_status_of(*m_program_status);
     }
 
   private:
+    // The watchdog died (killed, or by the OOM killer): a stopped or starved redlock could
+    // no longer keep PROGRAM from outliving the lease, so PROGRAM is stopped as on
+    // --max-hold (TERM, KILL after the grace) while the lease is still renewed, and the run
+    // ends as an internal error: fail closed, as when the watchdog cannot start.
+    void on_watchdog_gone(Clock::time_point now) {
+        m_watchdog_dead = true;
+        if (m_program_status || m_lost)
+            return;
+        log::error("'{}': the watchdog (pid {}) is gone; without it PROGRAM could outlive the "
+                   "lease if redlock were stopped, so stopping PROGRAM",
+                   m_name, m_watchdog.pid());
+        m_stopped_without_watchdog = true;
+        if (!m_timed_out) {
+            m_timed_out = true;
+            m_max_hold_at = now;
+            m_child.signal_tree(SIGTERM);
+            m_child.signal_tree(SIGCONT);
+        }
+    }
+
     Clock::time_point term_at() const { return m_schedule.term_at(m_lock.validity_end()); }
     // Between TERM and KILL when PROGRAM is stopped with the lease still held.
     Millis stop_grace() const { return std::min<Millis>(m_schedule.grace, 5s); }
@@ -319,7 +347,9 @@ class Supervisor {
     StopSchedule m_schedule;
     std::optional<Millis> m_max_hold;
     std::optional<Clock::time_point> m_max_hold_at;
-    bool m_timed_out = false; // --max-hold ran out and PROGRAM was told to stop
+    bool m_timed_out = false; // --max-hold ran out (or the watchdog died): PROGRAM told to stop
+    bool m_watchdog_dead = false;
+    bool m_stopped_without_watchdog = false;
 
     Millis m_renew_interval;
     Millis m_retry_interval;
@@ -340,9 +370,9 @@ class Supervisor {
 // lock on a majority of these servers, PROGRAM replaces redlock at once, under the outer
 // lock: the outer run renews it, stops PROGRAM with its own on a lost lease (PROGRAM is in
 // its tree) and releases it; taking it again would wait on ourselves forever. Nothing in
-// the environment is trusted unchecked: a token that is stale, forged or from other servers
-// makes this an ordinary run. Returns the exit status when nested (exec failed), nullopt
-// when not.
+// the environment is trusted unchecked: a token that is stale, forged, from other servers,
+// or copied into a process outside the holder's tree makes this an ordinary run. Returns the exit
+// status when nested (exec failed), nullopt when not.
 std::optional<int> run_nested(const RunOptions& options, const config::Config& config) {
     const char* key = std::getenv("REDLOCK_KEY");
     const char* token = std::getenv("REDLOCK_TOKEN");
@@ -362,6 +392,24 @@ std::optional<int> run_nested(const RunOptions& options, const config::Config& c
         log::verbose("'{}': the REDLOCK_TOKEN inherited does not hold it on these servers "
                      "({}); acquiring it",
                      options.name, lock::state_name(view.state));
+        return std::nullopt;
+    }
+    // The token is no secret from whoever can read the servers (it is the key's value),
+    // and `status` used to print it: holding the lock proves nothing about this process.
+    // It must also descend from the process the holder's metadata names (for `run`, the
+    // holding redlock; for `acquire`, the script that ran it), that same process and not
+    // one that took its pid later. Else this is an ordinary run, which waits its turn.
+    const lock::Holder* holder = held->holder ? &*held->holder : nullptr;
+    for (const auto& s : held->servers)
+        if (!holder && s.token == token && s.holder)
+            holder = &*s.holder;
+    if (!holder || holder->process.empty() ||
+        !process::is_ancestor(static_cast<pid_t>(holder->pid), holder->process)) {
+        log::note("'{}': REDLOCK_TOKEN holds it, but this process does not descend from its "
+                  "holder ({}); taking it as an ordinary run",
+                  options.name,
+                  holder ? util::format("pid {} on {}", holder->pid, holder->host)
+                         : std::string("its metadata is missing"));
         return std::nullopt;
     }
     if (options.max_hold || options.min_hold || options.once_per)
@@ -465,11 +513,20 @@ int run_command(const RunOptions& options, const config::Config& config) {
                   util::format_duration(options.ttl),
                   util::format_duration(std::chrono::ceil<Millis>(lock.round_trip()) * 10));
     process::become_subreaper();
+    // PROGRAM's own cgroup where one can be made: nothing PROGRAM starts can leave it.
+    std::optional<process::Cgroup> cgroup;
+    if (const char* off = std::getenv("REDLOCK_NO_CGROUP"); !off || !*off) {
+        std::string why_not;
+        cgroup = process::Cgroup::create(::getpid(), why_not);
+        if (!cgroup)
+            log::verbose("PROGRAM gets no cgroup of its own: {}", why_not);
+    }
     // The watchdog first, with the lease's deadlines: from PROGRAM's first instant on, a
     // stopped redlock cannot leave it running past the lease.
     StopSchedule schedule(options.ttl);
     auto watchdog = process::Watchdog::start(schedule.term_at(lock.validity_end()),
-                                             schedule.kill_at(lock.validity_end()));
+                                             schedule.kill_at(lock.validity_end()),
+                                             cgroup ? &*cgroup : nullptr);
     if (!watchdog) {
         note_release(options.name, lock.release());
         return report(util::Error{watchdog.error().kind,
@@ -484,14 +541,24 @@ int run_command(const RunOptions& options, const config::Config& config) {
     if (lock.limit() > 1) // which permit: its fences grow on their own
         spawn.env.emplace_back("REDLOCK_PERMIT", std::to_string(lock.permit()));
     spawn.child_mask = &signals->original_mask();
+    if (cgroup)
+        spawn.cgroup_procs = cgroup->procs_fd();
     auto child = process::Child::spawn(spawn);
     if (!child) {
         watchdog->disarm();
         note_release(options.name, lock.release());
         return report(child.error());
     }
+    if (cgroup && !child->in_cgroup()) {
+        log::verbose("PROGRAM could not join {}: {}", cgroup->path(),
+                     std::strerror(child->cgroup_error()));
+        cgroup.reset();
+    } else if (cgroup) {
+        log::verbose("PROGRAM runs in the cgroup {}", cgroup->path());
+        child->set_cgroup(&*cgroup);
+    }
     child->ignore_descendant(watchdog->pid());
-    watchdog->watch_group(child->pid());
+    watchdog->watch_group(child->pid(), child->own_session());
 
     Supervisor supervisor(lock, *child, *signals, *watchdog, options.name, options.max_hold);
     int status = supervisor.run();

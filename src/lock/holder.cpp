@@ -7,6 +7,7 @@
 #include <pwd.h>
 #include <unistd.h>
 
+#include "process/identity.hpp"
 #include "util/file.hpp"
 #include "util/format.hpp"
 #include "util/redact.hpp"
@@ -106,6 +107,7 @@ Holder current_holder(std::span<const std::string> command, long pid,
     if (::gethostname(host, sizeof host - 1) == 0)
         h.host = host;
     h.pid = pid;
+    h.process = process::identity(static_cast<pid_t>(pid)).value_or("");
     h.user = user_name();
     h.command = util::redact_secrets(shell_quote(command), secrets);
     if (h.command.size() > k_max_command_length)
@@ -121,7 +123,8 @@ std::vector<std::string> holder_fields(const Holder& holder, const std::string& 
             "user",        holder.user,
             "command",     holder.command,
             "acquired_at", holder.acquired_at,
-            "ttl_ms",      std::to_string(holder.ttl_ms)};
+            "ttl_ms",      std::to_string(holder.ttl_ms),
+            "process",     holder.process};
 }
 
 std::optional<Holder> parse_holder(const std::map<std::string, std::string>& fields,
@@ -139,6 +142,7 @@ std::optional<Holder> parse_holder(const std::map<std::string, std::string>& fie
     h.command = util::redact_secrets(get("command"));
     h.acquired_at = get("acquired_at");
     h.ttl_ms = std::strtoll(get("ttl_ms").c_str(), nullptr, 10);
+    h.process = get("process");
     return h;
 }
 

@@ -19,9 +19,13 @@ struct Holder {
     std::string command;     // PROGRAM's command line, shell-quoted, or "(acquire)"
     std::string acquired_at; // ISO 8601, UTC
     long long ttl_ms = 0;    // the lease asked for
+    // Which process `pid` is (process/identity.hpp): what a nested run checks against its
+    // own ancestry. Empty when unknown (metadata of another client or an older redlock).
+    std::string process;
 };
 
-// The holder for this process: host name, effective user, the given pid and command line.
+// The holder for this process: host name, effective user, the given pid (and its
+// identity) and command line.
 // The command is stored with its secrets masked (util/redact.hpp): `secrets` are the
 // passwords redlock knows of (its servers'), masked wherever they appear.
 [[nodiscard]] Holder current_holder(std::span<const std::string> command, long pid,

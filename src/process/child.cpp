@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include <unordered_map>
 
+#include "process/cgroup.hpp"
 #include "util/fd.hpp"
 #include "util/format.hpp"
 
@@ -24,6 +25,14 @@ namespace {
 bool owns_foreground_terminal() {
     return ::isatty(STDIN_FILENO) && ::tcgetpgrp(STDIN_FILENO) == ::getpgrp() &&
            alone_in_process_group();
+}
+
+// Whether redlock has a controlling terminal, which PROGRAM keeps (its own group in
+// redlock's session): an editor, a password prompt or ssh opens /dev/tty. Without one
+// (cron, CI, a service), PROGRAM leads a session of its own.
+bool has_controlling_terminal() {
+    const util::UniqueFd tty(::open("/dev/tty", O_RDONLY | O_NOCTTY | O_CLOEXEC | O_NONBLOCK));
+    return static_cast<bool>(tty);
 }
 
 // Environment for PROGRAM: ours, with `env` set (replacing any inherited values).
@@ -61,7 +70,10 @@ util::Expected<Child> Child::spawn(const SpawnOptions& options) {
 
     Child child;
     child.m_terminal = owns_foreground_terminal();
+    child.m_session = !child.m_terminal && !has_controlling_terminal();
     volatile const bool terminal = child.m_terminal; // volatile: read again after vfork
+    volatile const bool session = child.m_session;
+    const int cgroup_procs = options.cgroup_procs;
     const pid_t parent = ::getpid();
     char** const argv_data = argv.data();
     char** const envp_data = envp.data();
@@ -69,12 +81,19 @@ util::Expected<Child> Child::spawn(const SpawnOptions& options) {
     // our memory, so exec's errno comes back through this variable, with no pipe, and no
     // page tables are copied. The child makes only system calls before exec or _exit.
     volatile int exec_errno = 0;
+    volatile int cgroup_errno = cgroup_procs >= 0 ? 0 : -1;
     pid_t pid = ::vfork();
     if (pid < 0)
         return util::fail(util::ErrorKind::internal,
                           util::format("fork: {}", std::strerror(errno)));
     if (pid == 0) {
-        ::setpgid(0, 0);
+        if (session)
+            ::setsid();
+        else
+            ::setpgid(0, 0);
+        // Before exec, so that nothing PROGRAM starts can be outside the cgroup.
+        if (cgroup_procs >= 0 && ::write(cgroup_procs, "0", 1) != 1)
+            cgroup_errno = errno;
         if (terminal)
             ::tcsetpgrp(STDIN_FILENO, ::getpid()); // SIGTTOU is still blocked here
         ::prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -87,10 +106,12 @@ util::Expected<Child> Child::spawn(const SpawnOptions& options) {
         ::_exit(exec_errno == ENOENT ? util::exit_code::not_found
                                      : util::exit_code::cannot_execute);
     }
-    ::setpgid(pid, pid); // also in the parent, so the group exists whichever runs first
+    if (!session)
+        ::setpgid(pid, pid); // done by the child already (vfork); harmless again
     if (terminal)
         ::tcsetpgrp(STDIN_FILENO, pid);
     child.m_pid = pid;
+    child.m_cgroup_error = cgroup_errno;
     if (terminal)
         child.m_tty = STDIN_FILENO;
 
@@ -122,6 +143,8 @@ void Child::signal_group(int sig) const {
 }
 
 void Child::signal_tree(int sig) const {
+    if (m_cgroup)
+        m_cgroup->signal(sig);
     signal_group(sig);
     for (pid_t p : descendants())
         if (p != m_ignored)

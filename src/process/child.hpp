@@ -2,7 +2,10 @@
 // PROGRAM as a supervised child: exec'd directly (no shell) in its own process group,
 // killed by the kernel if redlock dies (PR_SET_PDEATHSIG), with the terminal handed to it
 // when redlock runs in the foreground. redlock is a child subreaper, so whatever PROGRAM
-// leaves behind is re-parented to redlock and can be found and stopped.
+// leaves behind is re-parented to redlock and can be found and stopped. Where it can,
+// PROGRAM joins a cgroup of its own before exec (process/cgroup.hpp); without a
+// controlling terminal it also gets a session of its own, which its descendants can leave
+// only with setsid: both are how the watchdog finds them once redlock is gone.
 
 #include <csignal>
 #include <optional>
@@ -16,10 +19,13 @@
 
 namespace redlock::process {
 
+class Cgroup;
+
 struct SpawnOptions {
     std::vector<std::string> argv;                        // PROGRAM and its arguments
     std::vector<std::pair<std::string, std::string>> env; // variables to set in PROGRAM
     const sigset_t* child_mask = nullptr;                 // signal mask to restore
+    int cgroup_procs = -1; // a cgroup's cgroup.procs (open for writing) to join, or -1
 };
 
 class Child {
@@ -30,6 +36,12 @@ class Child {
 
     [[nodiscard]] pid_t pid() const { return m_pid; }
     [[nodiscard]] bool has_terminal() const { return m_terminal; }
+    // Whether PROGRAM leads a session of its own (no controlling terminal to keep).
+    [[nodiscard]] bool own_session() const { return m_session; }
+    // Whether PROGRAM joined the cgroup of SpawnOptions::cgroup_procs; if not, why
+    // (errno) in cgroup_error().
+    [[nodiscard]] bool in_cgroup() const { return m_cgroup_error == 0; }
+    [[nodiscard]] int cgroup_error() const { return m_cgroup_error; }
 
     // Sends `sig` to PROGRAM's process group.
     void signal_group(int sig) const;
@@ -37,6 +49,8 @@ class Child {
     // one set with ignore_descendant: the watchdog).
     void signal_tree(int sig) const;
     void ignore_descendant(pid_t pid) { m_ignored = pid; }
+    // PROGRAM's cgroup (it joined it), signalled with the tree; it must outlive the Child.
+    void set_cgroup(const Cgroup* cgroup) { m_cgroup = cgroup; }
 
     // Takes the terminal back (if PROGRAM had it), e.g. before redlock exits.
     void reclaim_terminal() const;
@@ -57,7 +71,10 @@ class Child {
   private:
     pid_t m_pid = -1;
     pid_t m_ignored = -1;
-    bool m_terminal = false;    // PROGRAM's group is (or was made) the terminal's foreground
+    const Cgroup* m_cgroup = nullptr;
+    bool m_terminal = false; // PROGRAM's group is (or was made) the terminal's foreground
+    bool m_session = false;
+    int m_cgroup_error = -1;    // 0: in the cgroup; else errno, or -1 with none asked for
     int m_tty = -1;             // the terminal's fd: stdin, or /dev/tty opened on demand
     util::UniqueFd m_tty_owner; // an opened /dev/tty
 };

@@ -10,10 +10,10 @@
 #include <poll.h>
 #include <sched.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
-#include <sys/utsname.h>
 #include <unistd.h>
 
 #include "util/format.hpp"
@@ -22,17 +22,13 @@ namespace redlock::process {
 
 namespace {
 
-// The watchdog shares redlock's memory (CLONE_VM): starting it copies no page tables and
-// leaves redlock's pages writable, where a fork made every page redlock then wrote fault
-// and be copied (a sixth of the time of `run -- true`). Sharing means the watchdog must
-// never write what redlock uses: not errno (glibc's system-call wrappers set it, in the
-// thread-local storage the two processes share), not the heap (no malloc), no lock. So the
-// watchdog makes its system calls itself, keeps everything in memory of its own (mapped
-// for it, never unmapped), and is not instrumented by the sanitizers, whose runtimes keep
-// per-thread state it would share too. On other architectures it is an ordinary clone
-// (memory copied) whose calls go through syscall(3).
+// The watchdog is a copy of redlock (a clone without CLONE_VM): it must not share
+// redlock's fate. The OOM killer kills every process that shares its victim's memory, and
+// a process that shares it dies with a core-dumping redlock before Linux 5.16. Its name
+// is not "redlock" either, so that `killall redlock` or `pkill -9 redlock` leave it to
+// act. It makes its system calls itself, as it did when it shared redlock's memory: it
+// runs on a stack of its own from clone(), and touches no libc state.
 #if defined(__x86_64__)
-constexpr bool k_shares_memory = true;
 [[gnu::always_inline]] inline long sys(long n, long a = 0, long b = 0, long c = 0, long d = 0,
                                        long e = 0) {
     long ret = 0;
@@ -45,7 +41,6 @@ constexpr bool k_shares_memory = true;
     return ret;
 }
 #elif defined(__aarch64__)
-constexpr bool k_shares_memory = true;
 [[gnu::always_inline]] inline long sys(long n, long a = 0, long b = 0, long c = 0, long d = 0,
                                        long e = 0) {
     register long x8 __asm__("x8") = n;
@@ -58,7 +53,6 @@ constexpr bool k_shares_memory = true;
     return x0;
 }
 #else
-constexpr bool k_shares_memory = false;
 inline long sys(long n, long a = 0, long b = 0, long c = 0, long d = 0, long e = 0) {
     long ret = ::syscall(n, a, b, c, d, e);
     return ret < 0 ? -errno : ret;
@@ -82,7 +76,7 @@ struct Message {
 };
 constexpr char k_deadlines = 'D'; // a = term_at, b = kill_at
 constexpr char k_lost = 'L';      // b = kill_at; redlock sent TERM itself
-constexpr char k_group = 'G';     // a = PROGRAM's process group
+constexpr char k_group = 'G';     // a = PROGRAM's process group, b = 1 if also its session
 constexpr char k_done = 'd';
 
 // How long after term_at the watchdog leaves to redlock, which signals at term_at itself
@@ -95,15 +89,22 @@ constexpr long long k_term_grace_ns = 100'000'000;
 constexpr size_t k_max_processes = size_t{1} << 18;
 constexpr size_t k_max_tree = 16384;
 
+// How long the watchdog goes on killing once redlock is gone, for processes forked while
+// it kills, before it removes PROGRAM's cgroup and exits.
+constexpr int k_final_rounds = 200;                // of:
+constexpr long long k_final_round_ns = 20'000'000; // 4 s in all, at most
+
 struct ProcEntry {
     pid_t pid;
     pid_t ppid;
+    pid_t session;
 };
 
 struct Watch {
     pid_t redlock = 0;
     pid_t self = 0;
     pid_t pgid = 0;
+    bool session = false;  // pgid leads a session of its own: its members are PROGRAM's
     long long term_at = 0; // 0: no TERM to send
     long long kill_at = 0;
     bool killed = false;
@@ -113,6 +114,10 @@ struct Watch {
 struct Memory {
     int fd = -1;       // the read end of the pipe
     int write_fd = -1; // its write end, redlock's: closed first, or EOF would never come
+    // PROGRAM's cgroup: its directory, and its parent's with its name there; -1 without.
+    int cgroup_dir = -1;
+    int cgroup_parent = -1;
+    char cgroup_name[64] = {};
     Watch watch;
     ProcEntry processes[k_max_processes];
     pid_t tree[k_max_tree];
@@ -125,6 +130,11 @@ WATCHDOG_CODE long long now_ns() {
     return static_cast<long long>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
+WATCHDOG_CODE void sleep_ns(long long ns) {
+    timespec ts{ns / 1'000'000'000, ns % 1'000'000'000};
+    sys(SYS_nanosleep, arg(&ts), 0);
+}
+
 // The decimal number at s (up to a non-digit), or -1 if there is none.
 WATCHDOG_CODE long parse_number(const char*& s, const char* end) {
     long n = -1;
@@ -133,8 +143,9 @@ WATCHDOG_CODE long parse_number(const char*& s, const char* end) {
     return n;
 }
 
-// The parent of process `name` (a /proc entry) from its stat line, or -1.
-WATCHDOG_CODE pid_t parent_of(int proc, const char* name) {
+// Process `name` (a /proc entry) from its stat line into `out`; false if it is gone or a
+// zombie.
+WATCHDOG_CODE bool read_entry(int proc, const char* name, ProcEntry& out) {
     char path[32];
     size_t len = 0;
     for (; name[len] && len < 16; ++len)
@@ -144,24 +155,34 @@ WATCHDOG_CODE pid_t parent_of(int proc, const char* name) {
     path[len] = '\0';
     long fd = sys(SYS_openat, proc, arg(path), O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return -1;
+        return false;
     char buf[512];
     long n = sys(SYS_read, fd, arg(buf), sizeof buf);
     sys(SYS_close, fd);
     if (n <= 0)
-        return -1;
-    // "pid (comm) S ppid ...": comm may hold anything, so from the last ')'.
+        return false;
+    // "pid (comm) S ppid pgrp session ...": comm may hold anything, so from the last ')'.
     const char* end = buf + n;
     const char* s = end;
     while (s > buf && s[-1] != ')')
         --s;
     if (s == buf || end - s < 4 || s[0] != ' ' || s[2] != ' ')
-        return -1;
-    s += 3; // " S "
-    return static_cast<pid_t>(parse_number(s, end));
+        return false;
+    if (s[1] == 'Z' || s[1] == 'X')
+        return false; // dead already: nothing to signal, and only its parent can reap it
+    s += 3;           // " S "
+    const long ppid = parse_number(s, end);
+    if (ppid < 0 || s >= end || *s++ != ' ' || parse_number(s, end) < 0 || s >= end || *s++ != ' ')
+        return false;
+    const long session = parse_number(s, end);
+    if (session < 0)
+        return false;
+    out.ppid = static_cast<pid_t>(ppid);
+    out.session = static_cast<pid_t>(session);
+    return true;
 }
 
-// Reads every process's parent into `out`; returns how many.
+// Reads every process's parent and session into `out`; returns how many.
 WATCHDOG_CODE size_t scan_processes(ProcEntry* out) {
     long proc = sys(SYS_openat, AT_FDCWD, arg("/proc"), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (proc < 0)
@@ -180,9 +201,9 @@ WATCHDOG_CODE size_t scan_processes(ProcEntry* out) {
             long pid = parse_number(s, name + 16);
             if (pid <= 0 || *s != '\0')
                 continue;
-            pid_t ppid = parent_of(static_cast<int>(proc), name);
-            if (ppid >= 0)
-                out[count++] = {static_cast<pid_t>(pid), ppid};
+            out[count].pid = static_cast<pid_t>(pid);
+            if (read_entry(static_cast<int>(proc), name, out[count]))
+                ++count;
         }
     }
     sys(SYS_close, proc);
@@ -196,17 +217,25 @@ WATCHDOG_CODE bool contains(const pid_t* set, size_t n, pid_t pid) {
     return false;
 }
 
-// redlock's descendants, the watchdog excepted, into m.tree from m.tree[1] (m.tree[0] is
-// redlock); returns how many.
-WATCHDOG_CODE size_t descendants(Memory& m) {
+// PROGRAM's processes found in the process table, the watchdog excepted, into m.tree from
+// m.tree[1]: redlock's descendants (m.tree[0] is redlock; it is a child subreaper, so while
+// it lives they are all below it), and the members of PROGRAM's session when PROGRAM
+// leads one (once redlock is gone, its descendants are re-parented out of reach, but
+// they stay in that session unless they leave it with setsid). Returns how many.
+WATCHDOG_CODE size_t program_processes(Memory& m) {
     const size_t procs = scan_processes(m.processes);
     size_t n = 1;
     m.tree[0] = m.watch.redlock;
+    for (size_t i = 0; i < procs && n < k_max_tree; ++i) {
+        const ProcEntry& p = m.processes[i];
+        if (m.watch.session && p.session == m.watch.pgid && p.pid != m.watch.self)
+            m.tree[n++] = p.pid;
+    }
     for (bool grew = true; grew && n < k_max_tree;) {
         grew = false;
         for (size_t i = 0; i < procs && n < k_max_tree; ++i) {
             const ProcEntry& p = m.processes[i];
-            if (p.pid != m.watch.self && contains(m.tree, n, p.ppid) &&
+            if (p.pid != m.watch.self && p.pid != m.watch.redlock && contains(m.tree, n, p.ppid) &&
                 !contains(m.tree, n, p.pid)) {
                 m.tree[n++] = p.pid;
                 grew = true;
@@ -216,12 +245,73 @@ WATCHDOG_CODE size_t descendants(Memory& m) {
     return n - 1;
 }
 
-WATCHDOG_CODE void signal_tree(Memory& m, int sig) {
+// Every process in PROGRAM's cgroup gets `sig`; SIGKILL through cgroup.kill. Returns how
+// many processes were signalled one by one (0 also when cgroup.kill did it, or without a
+// cgroup).
+WATCHDOG_CODE size_t signal_cgroup(Memory& m, int sig) {
+    if (m.cgroup_dir < 0)
+        return 0;
+    if (sig == SIGKILL) {
+        long fd = sys(SYS_openat, m.cgroup_dir, arg("cgroup.kill"), O_WRONLY | O_CLOEXEC);
+        if (fd >= 0) {
+            const long written = sys(SYS_write, fd, arg("1"), 1);
+            sys(SYS_close, fd);
+            if (written == 1)
+                return 0;
+        }
+    }
+    long fd = sys(SYS_openat, m.cgroup_dir, arg("cgroup.procs"), O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    size_t signalled = 0;
+    char buf[4096];
+    long pid = -1;
+    for (long n; (n = sys(SYS_read, fd, arg(buf), sizeof buf)) > 0;) {
+        for (long i = 0; i < n; ++i) {
+            if (buf[i] >= '0' && buf[i] <= '9') {
+                pid = (pid < 0 ? 0 : pid * 10) + (buf[i] - '0');
+            } else {
+                if (pid > 0 && sys(SYS_kill, pid, sig) == 0)
+                    ++signalled;
+                pid = -1;
+            }
+        }
+    }
+    sys(SYS_close, fd);
+    return signalled;
+}
+
+// Signals everything of PROGRAM's; returns how many live processes it found to signal
+// besides the process group (whose zombies a kill still counts).
+WATCHDOG_CODE size_t signal_tree(Memory& m, int sig) {
+    size_t found = signal_cgroup(m, sig);
     if (m.watch.pgid > 0)
         sys(SYS_kill, -m.watch.pgid, sig);
-    const size_t n = descendants(m);
+    const size_t n = program_processes(m);
     for (size_t i = 1; i <= n; ++i)
         sys(SYS_kill, m.tree[i], sig);
+    return found + n;
+}
+
+// Whether PROGRAM's cgroup still holds a process ("populated 1" in cgroup.events).
+WATCHDOG_CODE bool cgroup_populated(Memory& m) {
+    if (m.cgroup_dir < 0)
+        return false;
+    long fd = sys(SYS_openat, m.cgroup_dir, arg("cgroup.events"), O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    char buf[256];
+    long n = sys(SYS_read, fd, arg(buf), sizeof buf);
+    sys(SYS_close, fd);
+    const char* needle = "populated 1";
+    for (long i = 0; i + 11 <= n; ++i) {
+        long j = 0;
+        while (j < 11 && buf[i + j] == needle[j])
+            ++j;
+        if (j == 11)
+            return true;
+    }
+    return false;
 }
 
 // The next time to act, 0 for none.
@@ -245,9 +335,26 @@ WATCHDOG_CODE void act(Memory& m, long long now) {
         w.killed = true;
     }
     // Nothing left to kill (redlock stopped, PROGRAM gone): wait for redlock quietly.
-    if (w.killed && (w.pgid <= 0 || sys(SYS_kill, -w.pgid, 0) != 0) && descendants(m) == 0) {
+    if (w.killed && (w.pgid <= 0 || sys(SYS_kill, -w.pgid, 0) != 0) && !cgroup_populated(m) &&
+        program_processes(m) == 0) {
         w.killed = false;
         w.kill_at = 0;
+    }
+}
+
+// Redlock is gone without saying "done": nothing renews the lease, so everything of
+// PROGRAM's is killed now, again while anything is found (a fork races a kill), and
+// PROGRAM's cgroup is removed once empty.
+WATCHDOG_CODE void kill_everything(Memory& m) {
+    for (int round = 0; round < k_final_rounds; ++round) {
+        const size_t found = signal_tree(m, SIGKILL);
+        const bool populated = cgroup_populated(m);
+        if (!populated && m.cgroup_parent >= 0 &&
+            sys(SYS_unlinkat, m.cgroup_parent, arg(m.cgroup_name), AT_REMOVEDIR) == 0)
+            m.cgroup_parent = -1;
+        if (found == 0 && !populated)
+            return;
+        sleep_ns(k_final_round_ns);
     }
 }
 
@@ -267,6 +374,35 @@ WATCHDOG_CODE bool read_message(int fd, Message& out) {
     return true;
 }
 
+// Closes every descriptor but the `n` in `keep` (sorted): a caller waiting for redlock's
+// output must not wait for the watchdog, nor any file stay open in it.
+WATCHDOG_CODE void close_all_but(const int* keep, int n) {
+    long from = 0;
+    long rc = 0;
+    for (int i = 0; i <= n && rc != -ENOSYS; ++i) {
+        const long to = i < n ? keep[i] - 1L : long{~0U}; // the last range: to the end
+        if (to >= from)
+            rc = sys(SYS_close_range, from, to, 0);
+        if (i < n)
+            from = keep[i] + 1L;
+    }
+    if (rc != -ENOSYS)
+        return;
+    // Before Linux 5.9: one by one, up to the descriptor limit.
+    struct {
+        std::uint64_t cur, max; // the kernel's struct rlimit64
+    } limit{1024, 1024};
+    sys(SYS_prlimit64, 0, RLIMIT_NOFILE, 0, arg(&limit));
+    const long last = limit.cur < 65536 ? static_cast<long>(limit.cur) : 65536;
+    for (long fd = 0; fd < last; ++fd) {
+        bool kept = false;
+        for (int i = 0; i < n; ++i)
+            kept |= keep[i] == fd;
+        if (!kept)
+            sys(SYS_close, fd);
+    }
+}
+
 WATCHDOG_CODE int watch(void* memory) {
     Memory& m = *static_cast<Memory*>(memory);
     Watch& w = m.watch;
@@ -274,23 +410,20 @@ WATCHDOG_CODE int watch(void* memory) {
     // Own session: neither the terminal's signals nor a kill of redlock's process group
     // reach it. Every catchable signal blocked; no stdio held open for a caller to wait on.
     sys(SYS_setsid);
+    sys(SYS_prctl, PR_SET_NAME, arg(k_watchdog_name));
     const std::uint64_t all = ~std::uint64_t{0};
     sys(SYS_rt_sigprocmask, SIG_SETMASK, arg(&all), 0, sizeof all);
     const int fd = m.fd;
-    sys(SYS_close, m.write_fd);
-    long closed = fd > 0 ? sys(SYS_close_range, 0, fd - 1, 0) : 0;
-    if (closed == 0)
-        closed = sys(SYS_close_range, fd + 1, ~0U, 0);
-    if (closed == -ENOSYS) { // before Linux 5.9: one by one, up to the descriptor limit
-        struct {
-            std::uint64_t cur, max; // the kernel's struct rlimit64
-        } limit{1024, 1024};
-        sys(SYS_prlimit64, 0, RLIMIT_NOFILE, 0, arg(&limit));
-        const long last = limit.cur < 65536 ? static_cast<long>(limit.cur) : 65536;
-        for (long i = 0; i < last; ++i)
-            if (i != fd)
-                sys(SYS_close, i);
-    }
+    int keep[3] = {fd, m.cgroup_dir, m.cgroup_parent};
+    int kept = 0;
+    for (int k : keep) // sorted, without the -1s
+        if (k >= 0) {
+            int i = kept++;
+            for (; i > 0 && keep[i - 1] > k; --i)
+                keep[i] = keep[i - 1];
+            keep[i] = k;
+        }
+    close_all_but(keep, kept);
     const long timer = sys(SYS_timerfd_create, CLOCK_BOOTTIME, TFD_CLOEXEC);
     for (;;) {
         const long long at = next_action(w);
@@ -327,6 +460,7 @@ WATCHDOG_CODE int watch(void* memory) {
                 w.kill_at = msg.b;
             } else if (msg.kind == k_group) {
                 w.pgid = static_cast<pid_t>(msg.a);
+                w.session = msg.b != 0;
             }
         }
         if (timer >= 0 && fds[1].revents) {
@@ -335,27 +469,12 @@ WATCHDOG_CODE int watch(void* memory) {
         }
         act(m, now_ns());
     }
-    if (w.pgid > 0)
-        sys(SYS_kill, -w.pgid, SIGKILL);
+    kill_everything(m);
     sys(SYS_exit_group, 0);
     return 0;
 }
 
 #undef WATCHDOG_CODE
-
-// Whether the watchdog can share redlock's memory and still outlive it: not under
-// valgrind, which runs no clone that shares memory without being a thread (it would stop
-// redlock there; its preloaded libraries say it is there), and not on a kernel where a
-// crashing redlock would take it along (kernel_spares_memory_sharers).
-bool can_share_memory() {
-    if (!k_shares_memory)
-        return false;
-    if (const char* preload = std::getenv("LD_PRELOAD");
-        preload && std::strstr(preload, "/vgpreload_"))
-        return false;
-    utsname u{};
-    return ::uname(&u) == 0 && kernel_spares_memory_sharers(u.release);
-}
 
 long long to_ns(Watchdog::Clock::time_point t) {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
@@ -363,19 +482,8 @@ long long to_ns(Watchdog::Clock::time_point t) {
 
 } // namespace
 
-bool kernel_spares_memory_sharers(std::string_view release) {
-    // "6.1.0-13-amd64", "5.15.0-91-generic", "4.18.0-513.el8_9.x86_64"
-    int major = 0;
-    int minor = 0;
-    auto [end, ec] = std::from_chars(release.data(), release.data() + release.size(), major);
-    if (ec != std::errc() || end == release.data() + release.size() || *end != '.')
-        return false;
-    if (std::from_chars(end + 1, release.data() + release.size(), minor).ec != std::errc())
-        return false;
-    return major > 5 || (major == 5 && minor >= 16);
-}
-
-util::Expected<Watchdog> Watchdog::start(Clock::time_point term_at, Clock::time_point kill_at) {
+util::Expected<Watchdog> Watchdog::start(Clock::time_point term_at, Clock::time_point kill_at,
+                                         const Cgroup* cgroup) {
     int fds[2];
     if (::pipe2(fds, O_CLOEXEC) != 0)
         return util::fail(util::ErrorKind::internal,
@@ -383,7 +491,8 @@ util::Expected<Watchdog> Watchdog::start(Clock::time_point term_at, Clock::time_
     util::UniqueFd read_end(fds[0]);
     Watchdog dog;
     dog.m_pipe.reset(fds[1]);
-    // Never unmapped: the watchdog outlives redlock in it. Only the pages it touches count.
+    // Never unmapped: the watchdog's copy of it outlives redlock. Only the pages it
+    // touches count.
     void* mapped = ::mmap(nullptr, sizeof(Memory), PROT_READ | PROT_WRITE,
                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
     if (mapped == MAP_FAILED)
@@ -392,18 +501,24 @@ util::Expected<Watchdog> Watchdog::start(Clock::time_point term_at, Clock::time_
     auto* memory = static_cast<Memory*>(mapped); // zero-filled: a valid Memory as it is
     memory->fd = read_end.get();
     memory->write_fd = dog.m_pipe.get();
+    memory->cgroup_dir = -1;
+    memory->cgroup_parent = -1;
+    if (cgroup && cgroup->name().size() < sizeof memory->cgroup_name) {
+        memory->cgroup_dir = cgroup->dir_fd();
+        memory->cgroup_parent = cgroup->parent_fd();
+        std::memcpy(memory->cgroup_name, cgroup->name().c_str(), cgroup->name().size() + 1);
+    }
     memory->watch.redlock = ::getpid();
     memory->watch.term_at = to_ns(term_at);
     memory->watch.kill_at = to_ns(kill_at);
-    // No exit signal: a "clone child" that waitpid(-1) never waits for (see the header).
-    const int flags = can_share_memory() ? CLONE_VM : 0;
-    pid_t pid = ::clone(watch, memory->stack + sizeof memory->stack, flags, memory);
-    // A sandbox that refuses such a clone gets a copy.
-    if (pid < 0 && flags != 0 && (errno == EINVAL || errno == ENOSYS))
-        pid = ::clone(watch, memory->stack + sizeof memory->stack, 0, memory);
+    // A copy (no CLONE_VM: see `sys` above) with no exit signal: a "clone child" that
+    // waitpid(-1) never waits for (see the header).
+    pid_t pid = ::clone(watch, memory->stack + sizeof memory->stack, 0, memory);
+    const int clone_errno = errno;
+    ::munmap(mapped, sizeof(Memory)); // redlock's mapping; the watchdog has its own copy
     if (pid < 0)
         return util::fail(util::ErrorKind::internal,
-                          util::format("clone: {}", std::strerror(errno)));
+                          util::format("clone: {}", std::strerror(clone_errno)));
     dog.m_pid = pid;
     // A stopped or hung watchdog must never block redlock: a full pipe drops the message.
     ::fcntl(dog.m_pipe.get(), F_SETFL, O_NONBLOCK);
@@ -419,8 +534,8 @@ void Watchdog::send(char kind, long long a, long long b) {
     (void)!::write(m_pipe.get(), buf, sizeof buf);
 }
 
-void Watchdog::watch_group(pid_t pgid) {
-    send(k_group, pgid, 0);
+void Watchdog::watch_group(pid_t pgid, bool session) {
+    send(k_group, pgid, session ? 1 : 0);
 }
 
 void Watchdog::update(Clock::time_point term_at, Clock::time_point kill_at) {

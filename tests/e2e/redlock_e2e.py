@@ -13,6 +13,7 @@ import ctypes
 import os
 import queue
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -760,7 +761,8 @@ class Result:
 #   $1 = its directory; $2 = exit code.
 # It writes token, key and pid atomically (write + mv), then "ready", waits for "go",
 # writes "done" and exits. "done" existing means PROGRAM is about to exit; while it does
-# not, the lock must be held.
+# not, the lock must be held. Meanwhile it runs each script written to "request" (a
+# process of its own tree: a nested run), its outputs and status in "reply.*".
 HOLDER_SCRIPT = r'''
 d=$1
 printf '%s' "$REDLOCK_TOKEN" > "$d/token.tmp" && mv "$d/token.tmp" "$d/token"
@@ -768,7 +770,15 @@ printf '%s' "$REDLOCK_KEY" > "$d/key.tmp" && mv "$d/key.tmp" "$d/key"
 printf '%s' "$REDLOCK_FENCE" > "$d/fence.tmp" && mv "$d/fence.tmp" "$d/fence"
 echo $$ > "$d/pid.tmp" && mv "$d/pid.tmp" "$d/pid"
 : > "$d/ready"
-while [ ! -e "$d/go" ]; do sleep 0.02; done
+while [ ! -e "$d/go" ]; do
+    if [ -e "$d/request" ]; then
+        sh "$d/request" > "$d/reply.out" 2> "$d/reply.err"
+        echo $? > "$d/reply.tmp"
+        rm -f "$d/request"
+        mv "$d/reply.tmp" "$d/reply.status"
+    fi
+    sleep 0.02
+done
 : > "$d/done"
 exit "$2"
 '''
@@ -819,6 +829,24 @@ class Holder:
     @property
     def program_pid(self):
         return int(self._file("pid"))
+
+    def run_inside(self, args, env=None, unset=(), timeout=60.0):
+        """Runs redlock with `args` as a process of the holder's PROGRAM's tree (a nested
+        run inherits REDLOCK_KEY, REDLOCK_TOKEN and REDLOCK_FENCE from it), with the
+        variables of `env` set and those in `unset` removed; returns a Result."""
+        words = ["env"] + [f"-u{name}" for name in unset]
+        words += [f"{k}={v}" for k, v in (env or {}).items()] + [REDLOCK_BIN] + list(args)
+        for name in ("reply.status", "reply.out", "reply.err"):
+            if os.path.exists(self.path(name)):
+                os.unlink(self.path(name))
+        started = time.monotonic()
+        with open(self.path("request.tmp"), "w") as f:
+            f.write("exec " + " ".join(shlex.quote(w) for w in words) + "\n")
+        os.rename(self.path("request.tmp"), self.path("request"))
+        wait_until(lambda: os.path.exists(self.path("reply.status")), timeout,
+                   message="the run inside the holder", proc=self.proc)
+        return Result(int(self._file("reply.status")), self._file("reply.out"),
+                      self._file("reply.err"), time.monotonic() - started, words)
 
     def release(self, timeout=30.0):
         """Lets PROGRAM exit and returns redlock's status."""

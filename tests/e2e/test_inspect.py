@@ -102,7 +102,7 @@ class StatusTest(InspectTestBase):
         self.assertIsInstance(lock["ttl_ms"], int)
         self.assertGreater(lock["ttl_ms"], 0)
         self.assertLessEqual(lock["ttl_ms"], 30000)
-        self.assertEqual(lock["token"], h.token)
+        self.assertEqual(lock["token_prefix"], h.token[:8])
         holder = lock["holder"]
         self.assertIsNotNone(holder, lock)
         self.assertEqual(holder["host"], socket.gethostname())
@@ -126,7 +126,8 @@ class StatusTest(InspectTestBase):
         self.assertIn(user_name(), out)
         self.assertIn(holder["command"], out)
         self.assertIn(holder["acquired_at"], out)
-        self.assertIn(h.token, out)
+        self.assertIn(f"  token     {h.token[:8]}...\n", out)
+        self.assertNotIn(h.token, out)
         for line in out.splitlines():
             self.assertLessEqual(len(line), 80 + len(holder["command"]), out)
 
@@ -134,7 +135,7 @@ class StatusTest(InspectTestBase):
         lock = self.status_json([self.url], "nightly")
         self.assertEqual(lock["state"], "free")
         self.assertIsNone(lock["holder"])
-        self.assertIsNone(lock["token"])
+        self.assertIsNone(lock["token_prefix"])
         self.assertKeyGone(self.server, "lock:nightly")
         self.assertKeyGone(self.server, "{lock:nightly}:meta")
         r = self.redlock([self.url], "status", "nightly")
@@ -148,7 +149,7 @@ class StatusTest(InspectTestBase):
         lock = self.status_json([self.url], "foreign")
         self.assertEqual(lock["state"], "held")
         self.assertIsNone(lock["holder"])
-        self.assertEqual(lock["token"], "py-token")
+        self.assertEqual(lock["token_prefix"], "py-token")
         self.assertGreater(lock["ttl_ms"], 0)
         self.assertLessEqual(lock["ttl_ms"], 60000)
 
@@ -179,11 +180,11 @@ class StatusTest(InspectTestBase):
         h = RunHolder(self, [self.url], "by-key")
         by_name = self.status_json([self.url], "by-key")
         by_key = self.status_json([self.url], "by-key", key_option=True)
-        for field in ("name", "key", "state", "token", "holder"):
+        for field in ("name", "key", "state", "token_prefix", "holder"):
             self.assertEqual(by_key[field], by_name[field], field)
         r = self.redlock([self.url], "status", "--key", "by-key")
         self.assertStatus(r, 0)
-        self.assertIn(h.token, r.stdout)
+        self.assertIn(f"  token     {h.token[:8]}...\n", r.stdout)
         self.assertEqual(h.release(), 0)
 
     def test_an_invalid_name_is_a_usage_error(self):
@@ -253,7 +254,7 @@ class FiveServerTest(InspectTestBase):
 
         lock = self.status_json(self.urls, "multi")
         self.assertEqual(lock["state"], "held")
-        self.assertEqual(lock["token"], h.token)
+        self.assertEqual(lock["token_prefix"], h.token[:8])
         self.assertGreater(lock["ttl_ms"], 0)
         self.assertEqual(lock["holder"]["pid"], h.proc.pid)
         servers = lock["servers"]
@@ -267,7 +268,7 @@ class FiveServerTest(InspectTestBase):
             if s is not down:
                 view = by_name[self.names(s)]
                 self.assertEqual(view["state"], "held", view)
-                self.assertEqual(view["token"], h.token)
+                self.assertEqual(view["token_prefix"], h.token[:8])
                 self.assertIsNone(view["error"])
 
         r = self.redlock(self.urls, "status", "multi")
@@ -306,7 +307,7 @@ class FiveServerTest(InspectTestBase):
         for l in locks:
             self.assertEqual(l["state"], "held", l)
             self.assertEqual(l["key"], "lock:" + l["name"])
-            self.assertEqual(l["token"], tokens[l["name"]])
+            self.assertEqual(l["token_prefix"], tokens[l["name"]][:8])
             self.assertGreater(l["ttl_ms"], 0)
             self.assertEqual(len(l["servers"]), 5)
         by_name = {l["name"]: l for l in locks}
@@ -554,7 +555,7 @@ class AcquireExtendReleaseTest(InspectTestBase):
         # It shows in status as held with that token, by the process that ran acquire.
         lock = self.status_json([self.url], name, key_option=key_option)
         self.assertEqual(lock["state"], "held")
-        self.assertEqual(lock["token"], token)
+        self.assertEqual(lock["token_prefix"], token[:8])
         self.assertEqual(lock["holder"]["pid"], os.getpid())
         self.assertEqual(lock["holder"]["host"], socket.gethostname())
 
@@ -699,7 +700,7 @@ class HostileBytesTest(InspectTestBase):
         r = self.redlock([self.url], "status", "--json", "odd", "meta")
         self.assertStatus(r, 0)
         odd, meta = self.strict_json(r)["locks"]
-        self.assertEqual(odd["token"], "\ufffd\x01tok")
+        self.assertEqual(odd["token_prefix"], "\ufffd\x01tok")
         self.assertEqual(meta["holder"]["command"],
                          "sleep 1 \ufffd\ufffd \x1b[2J\n  token     forged-token")
         self.assertEqual(meta["holder"]["user"], "u\ufffd")
@@ -772,7 +773,7 @@ class BadServersTest(InspectTestBase):
         self.assertStatus(r, 0)
         self.assertEqual(r.stdout, "hashed: not a redlock lock (wrong type), no expiry\n")
         lock = self.status_json([url], "hashed")
-        self.assertEqual((lock["state"], lock["wrong_type"], lock["token"], lock["holder"]),
+        self.assertEqual((lock["state"], lock["wrong_type"], lock["token_prefix"], lock["holder"]),
                          ("held", True, None, None))
         self.assertEqual(lock["servers"][0]["state"], "wrong_type")
         self.assertIsNone(lock["servers"][0]["error"])

@@ -37,6 +37,7 @@ Holder sample_holder() {
     h.command = "make -j2 'all tests'";
     h.acquired_at = "2024-05-01T12:34:56.789Z";
     h.ttl_ms = 30000;
+    h.process = "b00t-1d/4711";
     return h;
 }
 
@@ -75,7 +76,8 @@ TEST_CASE("holder fields carry the token and every holder detail") {
                                                        {"user", "ci"},
                                                        {"command", "make -j2 'all tests'"},
                                                        {"acquired_at", "2024-05-01T12:34:56.789Z"},
-                                                       {"ttl_ms", "30000"}});
+                                                       {"ttl_ms", "30000"},
+                                                       {"process", "b00t-1d/4711"}});
 }
 
 TEST_CASE("holder fields read back as the same holder with the same token") {
@@ -88,6 +90,7 @@ TEST_CASE("holder fields read back as the same holder with the same token") {
     CHECK(parsed->command == original.command);
     CHECK(parsed->acquired_at == original.acquired_at);
     CHECK(parsed->ttl_ms == original.ttl_ms);
+    CHECK(parsed->process == original.process);
 }
 
 TEST_CASE("holder metadata of another token or none at all is not read as ours") {

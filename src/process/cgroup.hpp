@@ -1,0 +1,61 @@
+#pragma once
+// PROGRAM's own cgroup (v2): a child of redlock's cgroup that PROGRAM joins before exec.
+// Whatever PROGRAM starts stays in it, whatever process group or session it moves to and
+// whoever its parent becomes, so the whole tree can be killed at once with cgroup.kill
+// (what systemd's KillMode=control-group does): by redlock, or by the watchdog once
+// redlock is gone. It is made only where it can be (cgroup v2 mounted, redlock's own
+// cgroup writable: root, or a delegated subtree such as a systemd user service); else
+// PROGRAM runs without one, and SAFETY in redlock(1) says what is lost.
+
+#include <optional>
+#include <string>
+#include <sys/types.h>
+
+#include "util/fd.hpp"
+
+namespace redlock::process {
+
+class Cgroup {
+  public:
+    // A new, empty cgroup for the run of process `owner`, or nullopt (with why in
+    // `why_not`, for -v) when none can be made here.
+    [[nodiscard]] static std::optional<Cgroup> create(pid_t owner, std::string& why_not);
+
+    Cgroup(Cgroup&&) noexcept;
+    Cgroup& operator=(Cgroup&&) noexcept;
+    Cgroup(const Cgroup&) = delete;
+    Cgroup& operator=(const Cgroup&) = delete;
+    // Removes the cgroup if it is empty (it is, once PROGRAM's tree has been reaped).
+    ~Cgroup();
+
+    // cgroup.procs, open for writing: a process that writes "0" to it joins the cgroup.
+    [[nodiscard]] int procs_fd() const { return m_procs.get(); }
+    // The cgroup's directory, and its parent's with its name there: what the watchdog
+    // needs to kill and then remove it on its own.
+    [[nodiscard]] int dir_fd() const { return m_dir.get(); }
+    [[nodiscard]] int parent_fd() const { return m_parent.get(); }
+    [[nodiscard]] const std::string& name() const { return m_name; }
+    [[nodiscard]] const std::string& path() const { return m_path; }
+
+    // Sends `sig` to every process in the cgroup; SIGKILL through cgroup.kill, which no
+    // fork can race (Linux 5.14 on; before, process by process until none is left).
+    void signal(int sig) const;
+    // Whether any process is still in it.
+    [[nodiscard]] bool populated() const;
+
+  private:
+    Cgroup() = default;
+    void remove();
+
+    util::UniqueFd m_parent;
+    util::UniqueFd m_dir;
+    util::UniqueFd m_procs;
+    std::string m_name; // in m_parent
+    std::string m_path; // for messages
+};
+
+// Where this process's cgroup v2 lives in the file system ("/sys/fs/cgroup/a/b"), read
+// from the cgroup v2 mount and the "0::" line of /proc/self/cgroup; nullopt without one.
+[[nodiscard]] std::optional<std::string> own_cgroup_directory(std::string& why_not);
+
+} // namespace redlock::process

@@ -1,0 +1,193 @@
+"""However redlock dies, nothing PROGRAM started runs on once the lease can expire.
+
+The oracle is the fault suite's: no process of PROGRAM's tree is alive at a time another
+holder holds the lock. Each test starts a holder whose PROGRAM leaves processes in other
+process groups and sessions, kills redlock the way the test names (SIGKILL, a kill of
+every process named "redlock", the OOM killer's kill of every process sharing redlock's
+memory, a crash), and lets a second run take the lock: its PROGRAM looks for the first
+one's processes and must find none alive.
+"""
+
+import ctypes
+import os
+import platform
+import shlex
+import signal
+import sys
+import unittest
+
+from redlock_e2e import E2ETest, kill_quietly, pid_alive, read_pid_file, wait_until
+
+# PROGRAM for the first holder: a child that moves to a process group of its own (what
+# timeout(1), `set -m` or any setpgid does), a daemon in a session of its own (setsid),
+# and a plain background child; every pid goes to a file in $1, then it waits for ever.
+TREE = r'''
+d=$1
+PYTHON -c 'import os, sys, time
+os.setpgid(0, 0)
+open(sys.argv[1] + ".tmp", "w").write("%d\n" % os.getpid())
+os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+time.sleep(600)' "$d/group" &
+SESSION_DAEMON
+sleep 600 &
+echo $! > "$d/child.tmp" && mv "$d/child.tmp" "$d/child"
+echo $$ > "$d/program.tmp" && mv "$d/program.tmp" "$d/program"
+wait
+'''
+
+DAEMON = (r'''setsid sh -c 'echo $$ > "$1/daemon.tmp" && mv "$1/daemon.tmp" "$1/daemon"; '''
+          r'''exec sleep 600' sh "$d" &''')
+
+# PROGRAM for the second holder: which of the pids in the files of $1 are still alive.
+CHECK = r'''
+for f in "$1"/program "$1"/child "$1"/group "$1"/daemon; do
+    [ -e "$f" ] || continue
+    p=$(cat "$f")
+    s=$(sed 's/.*) //' /proc/$p/stat 2>/dev/null | cut -c1)
+    if [ -n "$s" ] && [ "$s" != Z ]; then echo "alive: $(basename "$f") $p"; fi
+done
+echo checked
+'''
+
+_KCMP_VM = 1
+_KCMP_SYSCALL = {"x86_64": 312, "aarch64": 272}.get(platform.machine())
+
+
+def shares_memory(a, b):
+    """Whether processes a and b share one address space (kcmp(2), KCMP_VM): the OOM
+    killer kills every process that shares its victim's."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    return libc.syscall(_KCMP_SYSCALL, a, b, _KCMP_VM, 0, 0) == 0
+
+
+def children(pid):
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        out.append(int(entry))
+            except (OSError, IndexError, ValueError):
+                pass
+    return out
+
+
+def comm(pid):
+    with open(f"/proc/{pid}/comm") as f:
+        return f.read().strip()
+
+
+class KilledRedlockTest(E2ETest):
+    def setUp(self):
+        super().setUp()
+        self.server = self.redis_server()
+        self.global_args = ["-s", self.server.url()]
+
+    def cgroup_available(self):
+        r = self.run_redlock(self.global_args + ["-v", "run", "-k", "probe", "--", "true"])
+        self.assertStatus(r, 0)
+        return "runs in the cgroup" in r.stderr
+
+    def start_tree(self, name, env=None, daemon=True):
+        d = self.mkdtemp("tree-")
+        script = TREE.replace("SESSION_DAEMON", DAEMON if daemon else "").replace(
+            "PYTHON", shlex.quote(sys.executable))
+        proc = self.start_redlock(self.global_args + ["run", "-k", name, "-t", "2s", "--",
+                                                      "sh", "-c", script, "sh", d], env=env)
+        pids = {}
+        for what in ["program", "child", "group"] + (["daemon"] if daemon else []):
+            pids[what] = read_pid_file(f"{d}/{what}", proc=proc)
+            self.kill_at_cleanup(pids[what])
+        return proc, d, pids
+
+    def watchdog_of(self, proc, pids):
+        dogs = [p for p in children(proc.pid) if p not in pids.values()]
+        self.assertEqual(len(dogs), 1, f"children of redlock: {children(proc.pid)}")
+        self.kill_at_cleanup(dogs[0])
+        return dogs[0]
+
+    def assertNothingRunsUnderTheNextHolder(self, name, d, env=None):
+        second = self.run_redlock(self.global_args + ["run", "-k", name, "-w", "30s", "--",
+                                                      "sh", "-c", CHECK, "sh", d], env=env)
+        self.assertStatus(second, 0)
+        self.assertEqual(second.stdout.strip(), "checked",
+                         "the first holder's processes ran under the second holder")
+
+    def test_sigkill_of_redlock_leaves_nothing_of_program_running(self):
+        proc, d, pids = self.start_tree("sigkill")
+        proc.send_signal(signal.SIGKILL)
+        self.assertEqual(proc.wait(10), -signal.SIGKILL)
+        self.assertNothingRunsUnderTheNextHolder("sigkill", d)
+
+    def test_without_a_cgroup_what_changed_process_group_dies_with_redlock(self):
+        env = self.env({"REDLOCK_NO_CGROUP": "1"})
+        proc, d, pids = self.start_tree("nocgroup", env=env, daemon=False)
+        proc.send_signal(signal.SIGKILL)
+        self.assertEqual(proc.wait(10), -signal.SIGKILL)
+        self.assertNothingRunsUnderTheNextHolder("nocgroup", d, env=env)
+
+    def test_a_kill_of_every_process_named_redlock_leaves_the_watchdog_to_act(self):
+        # `killall -9 redlock`, `pkill -9 redlock`: both match the process name.
+        proc, d, pids = self.start_tree("byname")
+        dog = self.watchdog_of(proc, pids)
+        self.assertNotIn("redlock", comm(dog))
+        for entry in os.listdir("/proc"):
+            if entry.isdigit() and int(entry) in (proc.pid, dog):
+                if "redlock" in comm(int(entry)):
+                    kill_quietly(int(entry))
+        self.assertEqual(proc.wait(10), -signal.SIGKILL)
+        self.assertNothingRunsUnderTheNextHolder("byname", d)
+
+    @unittest.skipUnless(_KCMP_SYSCALL, "kcmp(2) number unknown on this machine")
+    def test_the_oom_killers_kill_leaves_the_watchdog_to_act(self):
+        # The OOM killer kills its victim and every process sharing its memory.
+        proc, d, pids = self.start_tree("oom")
+        dog = self.watchdog_of(proc, pids)
+        self.assertFalse(shares_memory(proc.pid, dog), "the watchdog shares redlock's memory")
+        proc.send_signal(signal.SIGKILL)
+        self.assertEqual(proc.wait(10), -signal.SIGKILL)
+        self.assertNothingRunsUnderTheNextHolder("oom", d)
+
+    def test_a_crash_of_redlock_leaves_nothing_of_program_running(self):
+        proc, d, pids = self.start_tree("crash")
+        proc.send_signal(signal.SIGSEGV)
+        self.assertEqual(proc.wait(10), -signal.SIGSEGV)
+        self.assertNothingRunsUnderTheNextHolder("crash", d)
+
+    def test_with_a_cgroup_even_a_daemon_left_behind_is_gone_before_the_lease_can_expire(self):
+        if not self.cgroup_available():
+            self.skipTest("redlock cannot make a cgroup here")
+        proc, d, pids = self.start_tree("daemon")
+        proc.send_signal(signal.SIGKILL)
+        self.assertEqual(proc.wait(10), -signal.SIGKILL)
+        # Gone at once, long before the 2 s lease could expire.
+        for what, pid in pids.items():
+            wait_until(lambda: not pid_alive(pid), 1.5, message=f"{what} ({pid}) to die")
+
+    def test_the_cgroup_is_removed_after_the_run(self):
+        if not self.cgroup_available():
+            self.skipTest("redlock cannot make a cgroup here")
+        r = self.run_redlock(self.global_args + ["-v", "run", "-k", "cg", "--", "sh", "-c",
+                                                 "grep '^0::' /proc/self/cgroup"])
+        self.assertStatus(r, 0)
+        path = r.stdout.strip()[3:]
+        self.assertRegex(path, r"/redlock-\d+$")
+        with open("/proc/self/mountinfo") as f:
+            mount = [line.split()[4] for line in f if " - cgroup2 " in line][0]
+        self.assertFalse(os.path.exists(mount + path), f"{mount + path} left behind")
+
+    def test_a_dead_watchdog_makes_redlock_stop_program_and_fail(self):
+        proc, d, pids = self.start_tree("nodog")
+        dog = self.watchdog_of(proc, pids)
+        os.kill(dog, signal.SIGKILL)
+        self.assertEqual(proc.wait(30), 70, proc.stderr)
+        self.assertIn("the watchdog", proc.stderr)
+        self.assertIn("stopping PROGRAM", proc.stderr)
+        for what, pid in pids.items():
+            self.assertFalse(pid_alive(pid), f"{what} ({pid}) outlived the run")
+        self.assertKeyGone(self.server, "lock:nodog")
+
+
+if __name__ == "__main__":
+    unittest.main()
