@@ -20,6 +20,7 @@ proves it and the seed are printed). See README.md next to this file.
 import argparse
 import atexit
 import collections
+import ctypes
 import json
 import os
 import random
@@ -485,6 +486,10 @@ class World:
             self.close()
             raise
         self.env = isolated_env(self.home)
+        # PROGRAM's straggler leaves its session only where redlock gives PROGRAM a
+        # cgroup: without one, a process that calls setsid outlives a killed redlock
+        # (documented), which would only show that again.
+        self.env["FAULTS_SETSID"] = "1" if redlock_makes_cgroups() else "0"
 
     def close(self):
         if self.monitor:
@@ -773,6 +778,62 @@ class Client(threading.Thread):
 # The nemesis
 
 
+def redlock_makes_cgroups():
+    """Whether `redlock run` can give PROGRAM a cgroup of its own here: whether a child of
+    this process's cgroup v2 can be made, as redlock does."""
+    try:
+        with open("/proc/self/cgroup") as f:
+            own = next((line[3:].strip() for line in f if line.startswith("0::")), None)
+        with open("/proc/self/mountinfo") as f:
+            mount = next((line.split()[4] for line in f if " - cgroup2 " in line), None)
+    except OSError:
+        return False
+    if own is None or mount is None:
+        return False
+    probe = os.path.join(mount + own.rstrip("/"), f"faults-probe-{os.getpid()}")
+    try:
+        os.mkdir(probe)
+        os.rmdir(probe)
+        return True
+    except OSError:
+        return False
+
+
+def family_of(pid):
+    """redlock `pid` and its children, with their process names."""
+    out = [(pid, comm_of(pid))]
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            out += [(int(p), comm_of(int(p))) for p in f.read().split()]
+    except OSError:
+        pass
+    return out
+
+
+def comm_of(pid):
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+_KCMP_SYSCALL = {"x86_64": 312, "aarch64": 272}.get(os.uname().machine)
+
+
+def memory_sharers(pid):
+    """The processes sharing `pid`'s memory (kcmp KCMP_VM): what the OOM killer kills
+    along with it. Unknown machine: only pid."""
+    if not _KCMP_SYSCALL:
+        return [pid]
+    libc = ctypes.CDLL(None, use_errno=True)
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and libc.syscall(_KCMP_SYSCALL, pid, int(entry), 1, 0, 0) == 0:
+            out.append(int(entry))
+    return out
+
+
 def stop_tree(pids, sig):
     """Signals pids through pidfds (no pid reuse races); returns those signalled."""
     done = []
@@ -808,6 +869,7 @@ class Nemesis:
         # kind, weight
         ("freeze-minority", 3), ("freeze-majority", 2),
         ("stop-redlock", 3), ("stop-redlock+program", 3), ("kill-client", 3),
+        ("kill-client-by-name", 2), ("kill-client-oom", 2),
         ("kill-servers-aof", 2), ("kill-servers-delayed", 2),
         ("proxy-delay", 2), ("proxy-hold", 3), ("proxy-drop", 2), ("proxy-reset", 1),
         ("clock-back", 1), ("clock-slow", 1),
@@ -932,15 +994,23 @@ class Nemesis:
                         pass
                     os.close(fd)
             return f"run {run.id} pids {pids}", cont
-        if kind == "kill-client":
+        if kind in ("kill-client", "kill-client-by-name", "kill-client-oom"):
+            # SIGKILL of redlock; of every process of its family named "redlock" (killall,
+            # pkill); of every process sharing its memory (the OOM killer's kill).
             run = self.target_run()
             if run is None or run.popen is None or run.popen.poll() is not None:
                 return None
+            if kind == "kill-client-by-name":
+                pids = [p for p, name in family_of(run.pid) if name == "redlock"]
+            elif kind == "kill-client-oom":
+                pids = memory_sharers(run.pid)
+            else:
+                pids = [run.pid]
             run.nemesis.add("killed")
-            fds = stop_tree([run.pid], signal.SIGKILL)
+            fds = stop_tree(pids, signal.SIGKILL)
             for fd in fds:
                 os.close(fd)
-            return f"run {run.id} pid {run.pid}", lambda: None
+            return f"run {run.id} pids {pids}", lambda: None
         if kind in ("kill-servers-aof", "kill-servers-delayed"):
             delayed = kind == "kill-servers-delayed"
             idx = self.servers_subset(self.rng.random() < 0.4)
@@ -1258,6 +1328,36 @@ def host_pause_trial(seed):
         world.close()
 
 
+def kill_both_trial(seed):
+    """redlock and its watchdog SIGKILLed together (by pid: no accident kills both any
+    more, neither the OOM killer nor a kill by name): only PR_SET_PDEATHSIG is left, so
+    PROGRAM dies and its straggler, in a process group of its own, runs on under the next
+    holder. The documented limit; what the fence is for."""
+    rng = random.Random(seed)
+    hist = History()
+    world = World(1, hist, rng, use_proxy=False, verbose=True)
+    try:
+        a = _controlled(world, ["-t", "1s"], int(3000 * SLACK))
+        if not _wait_read(world, a, 20):
+            world.finish(a, 30)
+            return "not reproduced", f"the first holder did not start: {a.stderr[-500:]!r}"
+        program = program_of(a)
+        dogs = [p for p, _ in family_of(a.pid)[1:] if p != program]
+        if program is None or len(dogs) != 1:
+            world.finish(a, 30)
+            return "not reproduced", f"could not find PROGRAM and the watchdog: {dogs}"
+        a.nemesis.add("killed")
+        for fd in stop_tree([a.pid, dogs[0]], signal.SIGKILL):
+            os.close(fd)
+        hist.add(now(), f"NEMESIS redlock {a.pid} and its watchdog {dogs[0]} killed together")
+        b = _controlled(world, ["-t", "1s", "-w", f"{20 * SLACK:g}s"], 200, client=1)
+        world.finish(b, 60)
+        world.finish(a, 60)
+        return judge(world, hist, seed, "kill-redlock+watchdog", a, b)
+    finally:
+        world.close()
+
+
 def judge(world, hist, seed, case, a, b):
     world.monitor.stop()
     chk = Checker(world, hist, seed, f"unsafe {case}", [])
@@ -1285,7 +1385,9 @@ def judge(world, hist, seed, case, a, b):
         return "not reproduced", story
     text = (f"two holders at once: run {b.id} entered while run {a.id} was alive "
             f"({(a.last - b.enter) / MS:.0f} ms of overlap)")
-    if fence_applies:
+    if case == "kill-redlock+watchdog":
+        text += " (the first PROGRAM's straggler, in a process group of its own)"
+    elif fence_applies:
         if chk.violations or not fenced_off(a, b) or b.write != "accepted":
             chk.report(chk.violations or [("fencing did not refuse the stale writer", story,
                                            a.spawn, now())], "VIOLATION")
@@ -1308,7 +1410,8 @@ def unsafe(seed, trials=2):
           flush=True)
     ok = True
     results = {}
-    for case in ("restart-majority-empty", "aof-control", "clock-forward", "host-pause"):
+    for case in ("restart-majority-empty", "aof-control", "clock-forward", "host-pause",
+                 "kill-redlock+watchdog"):
         if case == "clock-forward" and not clock_shim():
             print(f"faults: {case}: skipped (no clock shim)")
             continue
@@ -1316,6 +1419,7 @@ def unsafe(seed, trials=2):
         for trial in range(trials):
             s = rng.randrange(1 << 30)
             outcome, text = (host_pause_trial(s) if case == "host-pause"
+                             else kill_both_trial(s) if case == "kill-redlock+watchdog"
                              else unsafe_trial(case, s))
             outcomes[outcome] += 1
             print(f"faults: unsafe {case} trial {trial + 1}: {outcome}: {text}", flush=True)

@@ -16,12 +16,38 @@ uses for "in the critical section" (a killed process leaves no false stamp behin
 The plain value is written whatever happens (a resource guarded by the lock alone); the
 fenced value only when the register accepts our fence, as a real fenced resource would.
 Exit status: 0 when the fenced write was accepted, 3 when the register refused our fence.
+
+Right after HELLO it forks a straggler: a descendant that leaves PROGRAM's process group
+(setpgid, as timeout(1) or `set -m` do), or its session when $FAULTS_SETSID is 1 (a
+daemon), and sends BEAT stamps for the run on a connection of its own until it is killed
+or the register goes away. Its stamps count as PROGRAM being alive: a straggler that
+outlives the lease shows as two holders at once. redlock stops it when PROGRAM ends
+(what PROGRAM leaves behind is stopped before the release).
 """
 
 import os
 import socket
 import sys
 import time
+
+
+def straggle(path, run, inherited):
+    if os.fork() != 0:
+        return
+    inherited.close()
+    try:
+        if os.environ.get("FAULTS_SETSID") == "1":
+            os.setsid()
+        else:
+            os.setpgid(0, 0)
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(path)
+        while True:
+            s.sendall(f"BEAT {run} {time.monotonic_ns()}\n".encode())
+            time.sleep(0.01)
+    except OSError:
+        pass
+    os._exit(0)
 
 
 def main():
@@ -45,6 +71,7 @@ def main():
         return reply.decode().split()
 
     ask(f"HELLO {run} {os.getpid()} {fence} {token} {t}")
+    straggle(path, run, s)
     plain, fenced, verdict = ask(f"READ {run} {fence} {now()}")
     deadline = time.monotonic() + pause_ms / 1000.0
     while True:
