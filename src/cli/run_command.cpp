@@ -541,8 +541,7 @@ int run_command(const RunOptions& options, const config::Config& config) {
     if (lock.limit() > 1) // which permit: its fences grow on their own
         spawn.env.emplace_back("REDLOCK_PERMIT", std::to_string(lock.permit()));
     spawn.child_mask = &signals->original_mask();
-    if (cgroup)
-        spawn.cgroup_procs = cgroup->procs_fd();
+    spawn.cgroup = cgroup ? &*cgroup : nullptr;
     auto child = process::Child::spawn(spawn);
     if (!child) {
         watchdog->disarm();
@@ -555,7 +554,6 @@ int run_command(const RunOptions& options, const config::Config& config) {
         cgroup.reset();
     } else if (cgroup) {
         log::verbose("PROGRAM runs in the cgroup {}", cgroup->path());
-        child->set_cgroup(&*cgroup);
     }
     child->ignore_descendant(watchdog->pid());
     watchdog->watch_group(child->pid(), child->own_session());

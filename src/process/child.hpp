@@ -25,7 +25,7 @@ struct SpawnOptions {
     std::vector<std::string> argv;                        // PROGRAM and its arguments
     std::vector<std::pair<std::string, std::string>> env; // variables to set in PROGRAM
     const sigset_t* child_mask = nullptr;                 // signal mask to restore
-    int cgroup_procs = -1; // a cgroup's cgroup.procs (open for writing) to join, or -1
+    const Cgroup* cgroup = nullptr; // PROGRAM's own, to start it in; must outlive the Child
 };
 
 class Child {
@@ -38,8 +38,8 @@ class Child {
     [[nodiscard]] bool has_terminal() const { return m_terminal; }
     // Whether PROGRAM leads a session of its own (no controlling terminal to keep).
     [[nodiscard]] bool own_session() const { return m_session; }
-    // Whether PROGRAM joined the cgroup of SpawnOptions::cgroup_procs; if not, why
-    // (errno) in cgroup_error().
+    // Whether PROGRAM started in SpawnOptions::cgroup; if not, why (errno) in
+    // cgroup_error().
     [[nodiscard]] bool in_cgroup() const { return m_cgroup_error == 0; }
     [[nodiscard]] int cgroup_error() const { return m_cgroup_error; }
 
@@ -49,8 +49,6 @@ class Child {
     // one set with ignore_descendant: the watchdog).
     void signal_tree(int sig) const;
     void ignore_descendant(pid_t pid) { m_ignored = pid; }
-    // PROGRAM's cgroup (it joined it), signalled with the tree; it must outlive the Child.
-    void set_cgroup(const Cgroup* cgroup) { m_cgroup = cgroup; }
 
     // Takes the terminal back (if PROGRAM had it), e.g. before redlock exits.
     void reclaim_terminal() const;
