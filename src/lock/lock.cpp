@@ -647,10 +647,12 @@ Lock::SlotClaim Lock::claim_slot(Millis length, Millis early, std::span<const st
     return count(-1) > 0 ? SlotClaim::done : SlotClaim::failed;
 }
 
-void Lock::finish_slot(int exit_status, Millis keep) {
+void Lock::finish_slot(int exit_status, Millis keep, std::string_view start_error) {
     const std::array<std::string, 1> keys{companion_of(m_key, "slot")};
-    const std::array<std::string, 3> args{m_token, std::to_string(exit_status),
-                                          std::to_string(keep.count())};
+    std::vector<std::string> args{m_token, std::to_string(exit_status),
+                                  std::to_string(keep.count())};
+    if (!start_error.empty())
+        args.emplace_back(start_error);
     send_all(script_call(k_finish_slot_script, true, keys, args),
              script_call(k_finish_slot_script, false, keys, args), Clock::now());
     const size_t majority = m_conns.size() / 2 + 1;

@@ -26,6 +26,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "config/config.hpp"
@@ -194,8 +195,9 @@ class Lock {
     [[nodiscard]] SlotClaim claim_slot(Millis length, Millis early,
                                        std::span<const std::string> fields);
     // Records the end and exit status of the run in its slot record, kept at least `keep`
-    // from now; waits for a majority only.
-    void finish_slot(int exit_status, Millis keep);
+    // from now; waits for a majority only. A `start_error` (why PROGRAM could not be
+    // started) is recorded too, and gives the slot back: another run may claim it.
+    void finish_slot(int exit_status, Millis keep, std::string_view start_error = {});
 
     // Compare-and-delete on every server; does not wait on stragglers once a majority has
     // answered (the key there expires by its TTL; a request not yet written is finished in

@@ -203,8 +203,10 @@ return {token, redis.call("pttl", KEYS[1]), redis.call("hgetall", KEYS[2]), fenc
 // server's clock (TIME) from the Unix epoch. The record is a max-register of slot
 // numbers: a slot is claimed only where no run of it (or of a later one) is recorded, so
 // two runs of one slot cannot both win a majority. It is kept until one whole slot after
-// the one it records. Returns 1 claimed, -1 the slot has been run (or is running), 0 the
-// lock no longer holds our token.
+// the one it records. A run of this slot whose PROGRAM could not be started (its record
+// has a start_error, k_finish_slot_script) did not use it up: the slot can be claimed
+// again, but not an earlier one. Returns 1 claimed, -1 the slot has been run (or is
+// running), 0 the lock no longer holds our token.
 inline constexpr Script k_claim_slot_script{
     R"lua(if redis.call("get", KEYS[1]) ~= ARGV[1] then return 0 end
 local t = redis.call("time")
@@ -212,24 +214,27 @@ local now = t[1] * 1000 + math.floor(t[2] / 1000)
 local length = tonumber(ARGV[2])
 local slot = math.floor((now + tonumber(ARGV[3])) / length)
 local last = tonumber(redis.call("hget", KEYS[2], "slot") or "")
-if last and last >= slot then return -1 end
+if last and (last > slot or (last == slot and not redis.call("hget", KEYS[2], "start_error"))) then return -1 end
 redis.call("del", KEYS[2])
 redis.call("hset", KEYS[2], "slot", slot, "slot_ms", length, "token", ARGV[1], "started_ms", now, unpack(ARGV, 4))
 redis.call("pexpireat", KEYS[2], (slot + 2) * length - tonumber(ARGV[3]))
 return 1)lua",
-    "e5d1d072e4bba7ae694f67dc8c5c3c056c4b62f3"};
+    "f999d2d6e63ae2e9c2fde4841469ddf4c829068a"};
 
 // --once-per, when the run is over: records its end (this server's TIME) and exit status
 // in the slot record if it is still ours (KEYS[1] the record; ARGV[1] our token, ARGV[2]
-// the status, ARGV[3] ms the record is kept at least from now on). Returns 1 recorded, 0
-// not ours (expired, or a later slot's run).
+// the status, ARGV[3] ms the record is kept at least from now on). ARGV[4], when given,
+// says why PROGRAM could not be started (start_error): the record stays, for status, but
+// the slot is open again (k_claim_slot_script). Returns 1 recorded, 0 not ours (expired,
+// or a later slot's run).
 inline constexpr Script k_finish_slot_script{
     R"lua(if redis.call("hget", KEYS[1], "token") ~= ARGV[1] then return 0 end
 local t = redis.call("time")
 redis.call("hset", KEYS[1], "ended_ms", t[1] * 1000 + math.floor(t[2] / 1000), "status", ARGV[2])
+if ARGV[4] then redis.call("hset", KEYS[1], "start_error", ARGV[4]) end
 if redis.call("pttl", KEYS[1]) < tonumber(ARGV[3]) then redis.call("pexpire", KEYS[1], ARGV[3]) end
 return 1)lua",
-    "5370ea9d4762cbc34018c37802ebc55ea3a5a700"};
+    "0e535ac8079da375973f71fc4cc42b35101526ca"};
 
 // release --force of a lock key that is not a string (a hash someone wrote there): deletes
 // KEYS[1] only if GET still fails with WRONGTYPE, so that a lock taken meanwhile is never

@@ -135,6 +135,30 @@ TEST_CASE("the end of a run is recorded only in its own slot record") {
     CHECK(std::stoll(server.command({"PTTL", "{lock:x}:slot"})) > 500000);
 }
 
+TEST_CASE("a run whose program could not start gives its slot back, and says why") {
+    RedisServer server;
+    server.command({"SET", "lock:x", "t1", "PX", "60000"});
+    REQUIRE(claim(server, "t1", "3600000") == "1");
+    const auto script = std::string(redlock::lock::k_finish_slot_script.source);
+    CHECK(server.command({"EVAL", script, "1", "{lock:x}:slot", "t1", "127", "600000",
+                          "cannot run 'x': No such file or directory"}) == "1");
+    CHECK(server.command({"HGET", "{lock:x}:slot", "start_error"}) ==
+          "cannot run 'x': No such file or directory");
+    CHECK(server.command({"HGET", "{lock:x}:slot", "status"}) == "127");
+    // The slot is open: the next holder claims it, and its record replaces the failed one.
+    server.command({"SET", "lock:x", "t2", "PX", "60000"});
+    CHECK(claim(server, "t2", "3600000") == "1");
+    CHECK(server.command({"HGET", "{lock:x}:slot", "token"}) == "t2");
+    CHECK(server.command({"HEXISTS", "{lock:x}:slot", "start_error"}) == "0");
+    CHECK(claim(server, "t2", "3600000") == "-1");
+    // A failed start gives back its own slot only, never an earlier one (the record stays
+    // a max-register of slots).
+    const long long slot = std::stoll(server.command({"HGET", "{lock:x}:slot", "slot"}));
+    server.command(
+        {"HSET", "{lock:x}:slot", "slot", std::to_string(slot + 1), "start_error", "cannot run"});
+    CHECK(claim(server, "t2", "3600000") == "-1");
+}
+
 namespace {
 std::string eval(const RedisServer& server, const Script& script,
                  std::initializer_list<std::string> args) {
