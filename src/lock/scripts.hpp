@@ -36,7 +36,10 @@ struct Script {
 // "held" with the time until the head could be dropped as its PTTL, so that the waiter
 // sleeps until a notice (the head's release), its heartbeat, or then, and does not try
 // again and again while the head takes the lock. The three keys expire 10 x ARGV[4] after
-// the last attempt. The holder's fields then start at ARGV[6].
+// the last attempt. The holder's fields then start at ARGV[6]. A head whose last attempt
+// is later than the server's TIME (its clock stepped back, or a forged entry) is taken as
+// seen now: a live waiter keeps its place, and a dead one lapses as any other, instead of
+// holding the queue up until that time comes.
 
 // The round-1 script (several servers) also says "acquired" on the release channel
 // ({<key>}:released) when it sets the lock, so that waiters spreading out their attempts
@@ -60,8 +63,12 @@ if #KEYS > 3 then
   while true do
     local head = redis.call("zrange", KEYS[4], 0, 0)[1]
     if head == nil or head == ARGV[5] then break end
-    local seen = redis.call("zscore", KEYS[5], head)
-    if seen and tonumber(seen) > now - tonumber(ARGV[4]) then return -2 - (tonumber(seen) + tonumber(ARGV[4]) - now) end
+    local seen = tonumber(redis.call("zscore", KEYS[5], head))
+    if seen and seen > now then
+      seen = now
+      redis.call("zadd", KEYS[5], "XX", now, head)
+    end
+    if seen and seen > now - tonumber(ARGV[4]) then return -2 - (seen + tonumber(ARGV[4]) - now) end
     redis.call("zrem", KEYS[4], head)
     redis.call("zrem", KEYS[5], head)
   end
@@ -119,14 +126,14 @@ inline constexpr auto k_acquire_text =
 )lua",
                  k_acquire_tail);
 inline constexpr Script k_acquire_script{detail::view(k_acquire_text),
-                                         "5dca5478b45b2014f5f6834017a985743a03be8c"};
+                                         "0f5f3222ae0502f0a241b8564eb1dc6f74e897fd"};
 
 // The whole acquisition on a single server: as k_acquire_script without the "acquired"
 // notice. Its fence is final: one server's counter is the whole register.
 inline constexpr auto k_acquire_single_text = detail::join(
     k_acquire_head, k_fair_enrol, k_acquire_set, k_fair_leave, k_acquire_won, k_acquire_tail);
 inline constexpr Script k_acquire_single_script{detail::view(k_acquire_single_text),
-                                                "6297fc144b61e9aa4dacdcfd76465973ea9c0921"};
+                                                "9f4570f5f66916c0520db3ceb960d00ba5b3516f"};
 
 // Round 2 over several servers, sent only when the round-1 replies differ (ARGV[1] token,
 // ARGV[2] fence): while this server still holds our token, raise its counter to the

@@ -251,6 +251,27 @@ TEST_CASE("a silent waiter at the head of the queue is dropped") {
     CHECK(server.command({"EXISTS", "{lock:x}:waiting"}) == "0");
 }
 
+TEST_CASE("a head of the queue last seen in the future is taken as seen now, and lapses") {
+    for (const Script* script : {&k_acquire_script, &k_acquire_single_script}) {
+        RedisServer server;
+        const long long now = server_ms(server);
+        server.command({"ZADD", "{lock:x}:queue", "1", "ghost"});
+        // A day ahead: a server clock stepped back, or a forged entry.
+        server.command({"ZADD", "{lock:x}:waiting", std::to_string(now + 86400000), "ghost"});
+        // Not our turn yet, but for the few seconds a silent waiter is given, not a day.
+        const auto wait = redlock::lock::held_pttl(std::stoll(fair(server, *script, "alive", "2")));
+        CHECK(wait > 2000);
+        CHECK(wait <= 3000);
+        const long long seen = std::stoll(server.command({"ZSCORE", "{lock:x}:waiting", "ghost"}));
+        CHECK(seen >= now);
+        CHECK(seen < now + 10000);
+        // Once that has passed, the head is dropped like any silent waiter.
+        server.command({"ZADD", "{lock:x}:waiting", std::to_string(now - 5000), "ghost"});
+        CHECK(fair(server, *script, "alive", "2") == "1");
+        CHECK(server.command({"EXISTS", "{lock:x}:queue"}) == "0");
+    }
+}
+
 TEST_CASE("a waiter keeps its place while each attempt has a fresh lock token") {
     for (const Script* script : {&k_acquire_script, &k_acquire_single_script}) {
         RedisServer server;
