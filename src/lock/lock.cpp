@@ -595,7 +595,8 @@ void Lock::abandon_renewal(Clock::time_point now) {
 
 RenewStatus Lock::extend(Millis ttl) {
     m_ttl = ttl;
-    std::vector<std::string> args{m_token, std::to_string(ttl.count())};
+    // With the release channel: a lease cut short says so to the waiters (scripts.hpp).
+    std::vector<std::string> args{m_token, std::to_string(ttl.count()), release_channel()};
     auto sent = Clock::now();
     const auto keys = script_keys();
     send_all(script_call(renew_script(), true, keys, args),

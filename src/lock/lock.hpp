@@ -180,9 +180,10 @@ class Lock {
     // needed): a server that failed there keeps our key until its TTL runs out.
     [[nodiscard]] const std::vector<ServerResult>& last_cleanup() const { return m_last_cleanup; }
 
-    // Blocking compare-and-pexpire to `ttl` on every server at once (for `redlock extend`):
-    // renewed with a majority, not_ours when a majority is impossible because the token is
-    // not there, failed when too few servers answered.
+    // Blocking compare-and-pexpire to `ttl` on every server at once (for `redlock extend`
+    // and the end of --min-hold): renewed with a majority, not_ours when a majority is
+    // impossible because the token is not there, failed when too few servers answered.
+    // Where it cuts the lease short, the waiters are told, as by a release.
     [[nodiscard]] RenewStatus extend(Millis ttl);
 
     // --once-per: claims the current slot, `length` long and counted on each server's

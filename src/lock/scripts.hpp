@@ -152,16 +152,20 @@ return 1)lua",
 
 // Compare-and-pexpire (ARGV[1] token, ARGV[2] ttl ms), the metadata alongside (its ttl_ms
 // follows, for `extend`). Never re-creates an expired lock. Returns 1 when renewed, 0 when
-// the token is not ours.
+// the token is not ours. With ARGV[3], the release channel: a lease cut shorter than what
+// was left of it (`extend`, the end of --min-hold) will end with no release to wake the
+// waiters, who sleep by the PTTL they saw; so it says "shortened" there, with an id as a
+// release's (12 hex digits of SHA1 of token and ttl: the same on every server, another
+// than its release's), and the waiters look again. A renewal, which only lengthens the
+// lease, goes without the channel and says nothing.
 inline constexpr Script k_renew_script{
-    R"lua(if redis.call("get", KEYS[1]) == ARGV[1] then
-  if redis.call("pexpire", KEYS[2], ARGV[2]) == 1 then
-    redis.call("hset", KEYS[2], "ttl_ms", ARGV[2])
-  end
-  return redis.call("pexpire", KEYS[1], ARGV[2])
-end
-return 0)lua",
-    "741595b782258b56b7bd6e1bbb589972fcf8b497"};
+    R"lua(if redis.call("get", KEYS[1]) ~= ARGV[1] then return 0 end
+if redis.call("pexpire", KEYS[2], ARGV[2]) == 1 then redis.call("hset", KEYS[2], "ttl_ms", ARGV[2]) end
+local shorter = ARGV[3] and tonumber(ARGV[2]) < redis.call("pttl", KEYS[1])
+local renewed = redis.call("pexpire", KEYS[1], ARGV[2])
+if shorter then redis.pcall("publish", ARGV[3], "shortened " .. redis.sha1hex(ARGV[1] .. " " .. ARGV[2]):sub(1, 12)) end
+return renewed)lua",
+    "a513d0404c3b5ac766bfdff271472c1e28cd82d2"};
 
 // Compare-and-delete of the lock and its metadata (ARGV[1] token). Then, if ARGV[2] names
 // the release channel ({<key>}:released, in the key's hash slot) and the lock is free here
@@ -295,8 +299,9 @@ if ARGV[4] ~= "1" then redis.pcall("publish", "{" .. KEYS[4] .. "}:released", "a
 return reply)lua",
     "3713b2a30fe6a26066a812c3b9a786fe432c13d5"};
 
-// Renew a permit: as k_renew_script, and its holder's entry in the name's set moves on
-// with it (never over a plain lock that took the name meanwhile).
+// Renew a permit: as k_renew_script (ARGV[3] the release channel, for a lease cut short),
+// and its holder's entry in the name's set moves on with it (never over a plain lock that
+// took the name meanwhile).
 inline constexpr Script k_renew_permit_script{
     R"lua(if redis.call("get", KEYS[1]) ~= ARGV[1] then return 0 end
 if redis.call("pexpire", KEYS[2], ARGV[2]) == 1 then redis.call("hset", KEYS[2], "ttl_ms", ARGV[2]) end
@@ -307,8 +312,11 @@ if redis.call("type", KEYS[4]).ok ~= "string" then
   redis.call("pexpireat", KEYS[4], last)
   redis.call("pexpireat", KEYS[5], last)
 end
-return redis.call("pexpire", KEYS[1], ARGV[2]))lua",
-    "fcd38ed9f5a9f111d70e0e5322910161170fa438"};
+local shorter = ARGV[3] and tonumber(ARGV[2]) < redis.call("pttl", KEYS[1])
+local renewed = redis.call("pexpire", KEYS[1], ARGV[2])
+if shorter then redis.pcall("publish", ARGV[3], "shortened " .. redis.sha1hex(ARGV[1] .. " " .. ARGV[2]):sub(1, 12)) end
+return renewed)lua",
+    "a6f30864cff6cd259c710fa8d64e3583c96c6e99"};
 
 // Release a permit (ARGV[2] the release channel): as k_release_script, and its holder
 // leaves the name's set, which goes (with the limit) with its last live holder.

@@ -448,3 +448,32 @@ TEST_CASE("renewing and releasing a permit keep the name's set in step") {
     CHECK(permit_call(server, k_release_permit_script, 2, {"b", "{lock:x}:released"}) == "1");
     CHECK(server.command({"EXISTS", "lock:x", "{lock:x}:limit"}) == "0");
 }
+
+TEST_CASE("a renewal that cuts the lease short says so on the channel, one that lengthens it "
+          "does not") {
+    RedisServer server;
+    (void)publishes(server);
+    server.command({"SET", "lock:x", "mine", "PX", "60000"});
+    // A renewal: no channel, nothing said, whatever the ttl.
+    CHECK(eval(server, k_renew_script, {"mine", "50000"}) == "1");
+    CHECK(publishes(server) == 0);
+    // Longer than what is left (extend to a longer lease), or another's token: nothing.
+    CHECK(eval(server, k_renew_script, {"mine", "90000", "{lock:x}:released"}) == "1");
+    CHECK(eval(server, k_renew_script, {"other", "1000", "{lock:x}:released"}) == "0");
+    CHECK(publishes(server) == 0);
+    CHECK(server.command({"GET", "lock:x"}) == "mine");
+    // Shorter: the waiters are told.
+    CHECK(eval(server, k_renew_script, {"mine", "1000", "{lock:x}:released"}) == "1");
+    CHECK(publishes(server) == 1);
+    CHECK(std::stoll(server.command({"PTTL", "lock:x"})) <= 1000);
+    // A permit alike.
+    server.command({"DEL", "lock:x"});
+    REQUIRE(take(server, 1, "a") == "1");
+    (void)publishes(server);
+    using redlock::lock::k_renew_permit_script;
+    CHECK(permit_call(server, k_renew_permit_script, 1, {"a", "90000", "{lock:x}:released"}) ==
+          "1");
+    CHECK(publishes(server) == 0);
+    CHECK(permit_call(server, k_renew_permit_script, 1, {"a", "1000", "{lock:x}:released"}) == "1");
+    CHECK(publishes(server) == 1);
+}
