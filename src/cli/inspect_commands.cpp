@@ -74,6 +74,7 @@ void write_last_run(util::JsonWriter& json, const std::optional<lock::LastRun>& 
         json.value(*run->status);
     else
         json.null();
+    json.field("start_error", run->start_error);
     json.end_object();
 }
 
@@ -216,7 +217,12 @@ void print_view(std::string& out, const lock::LockView& view) {
                             util::format_utc_timestamp(utc(run->slot * run->slot_ms)));
         out += util::format("            by {}, started {}\n", holder_text(run->who),
                             util::format_utc_timestamp(utc(run->started_ms)));
-        if (run->ended_ms && run->status)
+        if (run->start_error)
+            out += util::format("            did not start (exit status {}): {}; the slot stays "
+                                "open\n",
+                                run->status ? std::to_string(*run->status) : "unknown",
+                                util::printable(*run->start_error));
+        else if (run->ended_ms && run->status)
             out += util::format("            ended after {}, exit status {}\n",
                                 human_duration(Millis(*run->ended_ms - run->started_ms)),
                                 *run->status);

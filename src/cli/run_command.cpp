@@ -25,6 +25,7 @@
 #include "util/format.hpp"
 #include "util/log.hpp"
 #include "util/random.hpp"
+#include "util/redact.hpp"
 #include "util/timestamp.hpp"
 
 namespace redlock::cli {
@@ -479,6 +480,16 @@ std::optional<int> claim_slot(lock::Lock& lock, const RunOptions& options,
     return options.conflict_exit_code;
 }
 
+// --once-per, when PROGRAM could not be started after the slot was claimed (a typo in one
+// host's crontab): a run that never began must not use up the slot, or the hosts that can
+// run the job would skip it. The record says why, for status, and the slot is open again.
+void give_back_slot(lock::Lock& lock, const RunOptions& options, const config::Config& config,
+                    const util::Error& why) {
+    if (options.once_per)
+        lock.finish_slot(util::exit_status(why.kind), *options.once_per,
+                         util::redact_secrets(why.message, known_secrets(config)));
+}
+
 } // namespace
 
 int run_command(const RunOptions& options, const config::Config& config) {
@@ -528,6 +539,9 @@ int run_command(const RunOptions& options, const config::Config& config) {
                                              schedule.kill_at(lock.validity_end()),
                                              cgroup ? &*cgroup : nullptr);
     if (!watchdog) {
+        give_back_slot(
+            lock, options, config,
+            {watchdog.error().kind, "cannot start the watchdog: " + watchdog.error().message});
         note_release(options.name, lock.release());
         return report(util::Error{watchdog.error().kind,
                                   util::format("cannot start the watchdog: {}; PROGRAM not started",
@@ -545,6 +559,7 @@ int run_command(const RunOptions& options, const config::Config& config) {
     auto child = process::Child::spawn(spawn);
     if (!child) {
         watchdog->disarm();
+        give_back_slot(lock, options, config, child.error());
         note_release(options.name, lock.release());
         return report(child.error());
     }

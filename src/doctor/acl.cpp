@@ -34,7 +34,7 @@ const std::vector<std::string_view> k_acquire_calls{"get",  "set",     "del", "i
 const std::vector<std::string_view> k_acquire_fair_calls{"get",  "set",     "del",    "incr",
                                                          "hset", "pexpire", "pttl",   "time",
                                                          "zadd", "zrange",  "zscore", "zrem"};
-const std::vector<std::string_view> k_renew_calls{"get", "pexpire", "hset"};
+const std::vector<std::string_view> k_renew_calls{"get", "pexpire", "hset", "pttl"};
 const std::vector<std::string_view> k_fence_calls{"get", "set", "exists", "hset"};
 const std::vector<std::string_view> k_release_calls{"get", "del", "exists"};
 const std::vector<std::string_view> k_inspect_calls{"get", "hgetall", "pttl"};
@@ -46,8 +46,8 @@ const std::vector<std::string_view> k_acquire_permit_calls{
     "get", "type", "time", "zremrangebyscore", "zcard",
     "set", "pttl", "zadd", "zrange",           "pexpireat",
     "del", "incr", "hset", "pexpire"};
-const std::vector<std::string_view> k_renew_permit_calls{"get",  "pexpire", "hset",   "type",
-                                                         "time", "zadd",    "zrange", "pexpireat"};
+const std::vector<std::string_view> k_renew_permit_calls{
+    "get", "pexpire", "hset", "type", "time", "zadd", "zrange", "pexpireat", "pttl"};
 const std::vector<std::string_view> k_release_permit_calls{
     "get", "del", "exists", "type", "time", "zrem", "zremrangebyscore", "zrange", "pexpireat"};
 
@@ -254,8 +254,9 @@ std::vector<AclProbe> acl_probe_round1(const ProbeKeys& k, const config::ServerC
                    script(lock::k_acquire_single_script, lock_keys,
                           {token, k_ttl, k_holder_field, k_holder_value}),
                    k_acquire_calls, lock_keys});
-    out.push_back(
-        {run, script(lock::k_renew_script, lock_keys, {token, k_ttl}), k_renew_calls, lock_keys});
+    // With the channel, as extend sends it: the script then reads the PTTL too.
+    out.push_back({run, script(lock::k_renew_script, lock_keys, {token, k_ttl, k.channel}),
+                   k_renew_calls, lock_keys});
     // The key patterns alone: EVAL checks the keys it is given before the script runs.
     for (const auto& key : {k.lock, k.meta})
         out.push_back({run, {"EVAL", "return 1", "1", key}, {}, {key}});
@@ -316,7 +317,8 @@ std::vector<AclProbe> acl_probe_round2(const ProbeKeys& k, const std::string& to
                    script(lock::k_acquire_permit_script, permit_keys,
                           {token, k_ttl, "2", "1", k_holder_field, k_holder_value}),
                    k_acquire_permit_calls, permit_keys});
-    out.push_back({limit, script(lock::k_renew_permit_script, permit_keys, {token, k_ttl}),
+    out.push_back({limit,
+                   script(lock::k_renew_permit_script, permit_keys, {token, k_ttl, k.channel}),
                    k_renew_permit_calls, permit_keys});
     out.push_back({limit, script(lock::k_release_permit_script, permit_keys, {token, k.channel}),
                    k_release_permit_calls, permit_keys});

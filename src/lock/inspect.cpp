@@ -66,6 +66,8 @@ std::optional<LastRun> parse_last_run(const redisReply& reply) {
         run.status = static_cast<int>(*status);
     if (auto who = parse_holder(fields, fields["token"]))
         run.who = *who;
+    if (auto error = fields.find("start_error"); error != fields.end())
+        run.start_error = error->second;
     return run;
 }
 

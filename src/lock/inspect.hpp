@@ -22,6 +22,9 @@ struct LastRun {
     long long started_ms = 0;
     std::optional<long long> ended_ms; // nullopt while it runs (or if it never said)
     std::optional<int> status;         // its exit status
+    // Why PROGRAM could not be started (not found, not executable): the slot was not used
+    // up. nullopt when it started (or has not said yet).
+    std::optional<std::string> start_error;
 };
 
 struct ServerView {

@@ -595,7 +595,8 @@ void Lock::abandon_renewal(Clock::time_point now) {
 
 RenewStatus Lock::extend(Millis ttl) {
     m_ttl = ttl;
-    std::vector<std::string> args{m_token, std::to_string(ttl.count())};
+    // With the release channel: a lease cut short says so to the waiters (scripts.hpp).
+    std::vector<std::string> args{m_token, std::to_string(ttl.count()), release_channel()};
     auto sent = Clock::now();
     const auto keys = script_keys();
     send_all(script_call(renew_script(), true, keys, args),
@@ -647,10 +648,12 @@ Lock::SlotClaim Lock::claim_slot(Millis length, Millis early, std::span<const st
     return count(-1) > 0 ? SlotClaim::done : SlotClaim::failed;
 }
 
-void Lock::finish_slot(int exit_status, Millis keep) {
+void Lock::finish_slot(int exit_status, Millis keep, std::string_view start_error) {
     const std::array<std::string, 1> keys{companion_of(m_key, "slot")};
-    const std::array<std::string, 3> args{m_token, std::to_string(exit_status),
-                                          std::to_string(keep.count())};
+    std::vector<std::string> args{m_token, std::to_string(exit_status),
+                                  std::to_string(keep.count())};
+    if (!start_error.empty())
+        args.emplace_back(start_error);
     send_all(script_call(k_finish_slot_script, true, keys, args),
              script_call(k_finish_slot_script, false, keys, args), Clock::now());
     const size_t majority = m_conns.size() / 2 + 1;

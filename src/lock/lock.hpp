@@ -26,6 +26,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "config/config.hpp"
@@ -179,9 +180,10 @@ class Lock {
     // needed): a server that failed there keeps our key until its TTL runs out.
     [[nodiscard]] const std::vector<ServerResult>& last_cleanup() const { return m_last_cleanup; }
 
-    // Blocking compare-and-pexpire to `ttl` on every server at once (for `redlock extend`):
-    // renewed with a majority, not_ours when a majority is impossible because the token is
-    // not there, failed when too few servers answered.
+    // Blocking compare-and-pexpire to `ttl` on every server at once (for `redlock extend`
+    // and the end of --min-hold): renewed with a majority, not_ours when a majority is
+    // impossible because the token is not there, failed when too few servers answered.
+    // Where it cuts the lease short, the waiters are told, as by a release.
     [[nodiscard]] RenewStatus extend(Millis ttl);
 
     // --once-per: claims the current slot, `length` long and counted on each server's
@@ -194,8 +196,9 @@ class Lock {
     [[nodiscard]] SlotClaim claim_slot(Millis length, Millis early,
                                        std::span<const std::string> fields);
     // Records the end and exit status of the run in its slot record, kept at least `keep`
-    // from now; waits for a majority only.
-    void finish_slot(int exit_status, Millis keep);
+    // from now; waits for a majority only. A `start_error` (why PROGRAM could not be
+    // started) is recorded too, and gives the slot back: another run may claim it.
+    void finish_slot(int exit_status, Millis keep, std::string_view start_error = {});
 
     // Compare-and-delete on every server; does not wait on stragglers once a majority has
     // answered (the key there expires by its TTL; a request not yet written is finished in

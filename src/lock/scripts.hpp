@@ -36,7 +36,10 @@ struct Script {
 // "held" with the time until the head could be dropped as its PTTL, so that the waiter
 // sleeps until a notice (the head's release), its heartbeat, or then, and does not try
 // again and again while the head takes the lock. The three keys expire 10 x ARGV[4] after
-// the last attempt. The holder's fields then start at ARGV[6].
+// the last attempt. The holder's fields then start at ARGV[6]. A head whose last attempt
+// is later than the server's TIME (its clock stepped back, or a forged entry) is taken as
+// seen now: a live waiter keeps its place, and a dead one lapses as any other, instead of
+// holding the queue up until that time comes.
 
 // The round-1 script (several servers) also says "acquired" on the release channel
 // ({<key>}:released) when it sets the lock, so that waiters spreading out their attempts
@@ -60,8 +63,12 @@ if #KEYS > 3 then
   while true do
     local head = redis.call("zrange", KEYS[4], 0, 0)[1]
     if head == nil or head == ARGV[5] then break end
-    local seen = redis.call("zscore", KEYS[5], head)
-    if seen and tonumber(seen) > now - tonumber(ARGV[4]) then return -2 - (tonumber(seen) + tonumber(ARGV[4]) - now) end
+    local seen = tonumber(redis.call("zscore", KEYS[5], head))
+    if seen and seen > now then
+      seen = now
+      redis.call("zadd", KEYS[5], "XX", now, head)
+    end
+    if seen and seen > now - tonumber(ARGV[4]) then return -2 - (seen + tonumber(ARGV[4]) - now) end
     redis.call("zrem", KEYS[4], head)
     redis.call("zrem", KEYS[5], head)
   end
@@ -119,14 +126,14 @@ inline constexpr auto k_acquire_text =
 )lua",
                  k_acquire_tail);
 inline constexpr Script k_acquire_script{detail::view(k_acquire_text),
-                                         "5dca5478b45b2014f5f6834017a985743a03be8c"};
+                                         "0f5f3222ae0502f0a241b8564eb1dc6f74e897fd"};
 
 // The whole acquisition on a single server: as k_acquire_script without the "acquired"
 // notice. Its fence is final: one server's counter is the whole register.
 inline constexpr auto k_acquire_single_text = detail::join(
     k_acquire_head, k_fair_enrol, k_acquire_set, k_fair_leave, k_acquire_won, k_acquire_tail);
 inline constexpr Script k_acquire_single_script{detail::view(k_acquire_single_text),
-                                                "6297fc144b61e9aa4dacdcfd76465973ea9c0921"};
+                                                "9f4570f5f66916c0520db3ceb960d00ba5b3516f"};
 
 // Round 2 over several servers, sent only when the round-1 replies differ (ARGV[1] token,
 // ARGV[2] fence): while this server still holds our token, raise its counter to the
@@ -145,16 +152,20 @@ return 1)lua",
 
 // Compare-and-pexpire (ARGV[1] token, ARGV[2] ttl ms), the metadata alongside (its ttl_ms
 // follows, for `extend`). Never re-creates an expired lock. Returns 1 when renewed, 0 when
-// the token is not ours.
+// the token is not ours. With ARGV[3], the release channel: a lease cut shorter than what
+// was left of it (`extend`, the end of --min-hold) will end with no release to wake the
+// waiters, who sleep by the PTTL they saw; so it says "shortened" there, with an id as a
+// release's (12 hex digits of SHA1 of token and ttl: the same on every server, another
+// than its release's), and the waiters look again. A renewal, which only lengthens the
+// lease, goes without the channel and says nothing.
 inline constexpr Script k_renew_script{
-    R"lua(if redis.call("get", KEYS[1]) == ARGV[1] then
-  if redis.call("pexpire", KEYS[2], ARGV[2]) == 1 then
-    redis.call("hset", KEYS[2], "ttl_ms", ARGV[2])
-  end
-  return redis.call("pexpire", KEYS[1], ARGV[2])
-end
-return 0)lua",
-    "741595b782258b56b7bd6e1bbb589972fcf8b497"};
+    R"lua(if redis.call("get", KEYS[1]) ~= ARGV[1] then return 0 end
+if redis.call("pexpire", KEYS[2], ARGV[2]) == 1 then redis.call("hset", KEYS[2], "ttl_ms", ARGV[2]) end
+local shorter = ARGV[3] and tonumber(ARGV[2]) < redis.call("pttl", KEYS[1])
+local renewed = redis.call("pexpire", KEYS[1], ARGV[2])
+if shorter then redis.pcall("publish", ARGV[3], "shortened " .. redis.sha1hex(ARGV[1] .. " " .. ARGV[2]):sub(1, 12)) end
+return renewed)lua",
+    "a513d0404c3b5ac766bfdff271472c1e28cd82d2"};
 
 // Compare-and-delete of the lock and its metadata (ARGV[1] token). Then, if ARGV[2] names
 // the release channel ({<key>}:released, in the key's hash slot) and the lock is free here
@@ -203,8 +214,10 @@ return {token, redis.call("pttl", KEYS[1]), redis.call("hgetall", KEYS[2]), fenc
 // server's clock (TIME) from the Unix epoch. The record is a max-register of slot
 // numbers: a slot is claimed only where no run of it (or of a later one) is recorded, so
 // two runs of one slot cannot both win a majority. It is kept until one whole slot after
-// the one it records. Returns 1 claimed, -1 the slot has been run (or is running), 0 the
-// lock no longer holds our token.
+// the one it records. A run of this slot whose PROGRAM could not be started (its record
+// has a start_error, k_finish_slot_script) did not use it up: the slot can be claimed
+// again, but not an earlier one. Returns 1 claimed, -1 the slot has been run (or is
+// running), 0 the lock no longer holds our token.
 inline constexpr Script k_claim_slot_script{
     R"lua(if redis.call("get", KEYS[1]) ~= ARGV[1] then return 0 end
 local t = redis.call("time")
@@ -212,24 +225,27 @@ local now = t[1] * 1000 + math.floor(t[2] / 1000)
 local length = tonumber(ARGV[2])
 local slot = math.floor((now + tonumber(ARGV[3])) / length)
 local last = tonumber(redis.call("hget", KEYS[2], "slot") or "")
-if last and last >= slot then return -1 end
+if last and (last > slot or (last == slot and not redis.call("hget", KEYS[2], "start_error"))) then return -1 end
 redis.call("del", KEYS[2])
 redis.call("hset", KEYS[2], "slot", slot, "slot_ms", length, "token", ARGV[1], "started_ms", now, unpack(ARGV, 4))
 redis.call("pexpireat", KEYS[2], (slot + 2) * length - tonumber(ARGV[3]))
 return 1)lua",
-    "e5d1d072e4bba7ae694f67dc8c5c3c056c4b62f3"};
+    "f999d2d6e63ae2e9c2fde4841469ddf4c829068a"};
 
 // --once-per, when the run is over: records its end (this server's TIME) and exit status
 // in the slot record if it is still ours (KEYS[1] the record; ARGV[1] our token, ARGV[2]
-// the status, ARGV[3] ms the record is kept at least from now on). Returns 1 recorded, 0
-// not ours (expired, or a later slot's run).
+// the status, ARGV[3] ms the record is kept at least from now on). ARGV[4], when given,
+// says why PROGRAM could not be started (start_error): the record stays, for status, but
+// the slot is open again (k_claim_slot_script). Returns 1 recorded, 0 not ours (expired,
+// or a later slot's run).
 inline constexpr Script k_finish_slot_script{
     R"lua(if redis.call("hget", KEYS[1], "token") ~= ARGV[1] then return 0 end
 local t = redis.call("time")
 redis.call("hset", KEYS[1], "ended_ms", t[1] * 1000 + math.floor(t[2] / 1000), "status", ARGV[2])
+if ARGV[4] then redis.call("hset", KEYS[1], "start_error", ARGV[4]) end
 if redis.call("pttl", KEYS[1]) < tonumber(ARGV[3]) then redis.call("pexpire", KEYS[1], ARGV[3]) end
 return 1)lua",
-    "5370ea9d4762cbc34018c37802ebc55ea3a5a700"};
+    "0e535ac8079da375973f71fc4cc42b35101526ca"};
 
 // release --force of a lock key that is not a string (a hash someone wrote there): deletes
 // KEYS[1] only if GET still fails with WRONGTYPE, so that a lock taken meanwhile is never
@@ -283,8 +299,9 @@ if ARGV[4] ~= "1" then redis.pcall("publish", "{" .. KEYS[4] .. "}:released", "a
 return reply)lua",
     "3713b2a30fe6a26066a812c3b9a786fe432c13d5"};
 
-// Renew a permit: as k_renew_script, and its holder's entry in the name's set moves on
-// with it (never over a plain lock that took the name meanwhile).
+// Renew a permit: as k_renew_script (ARGV[3] the release channel, for a lease cut short),
+// and its holder's entry in the name's set moves on with it (never over a plain lock that
+// took the name meanwhile).
 inline constexpr Script k_renew_permit_script{
     R"lua(if redis.call("get", KEYS[1]) ~= ARGV[1] then return 0 end
 if redis.call("pexpire", KEYS[2], ARGV[2]) == 1 then redis.call("hset", KEYS[2], "ttl_ms", ARGV[2]) end
@@ -295,8 +312,11 @@ if redis.call("type", KEYS[4]).ok ~= "string" then
   redis.call("pexpireat", KEYS[4], last)
   redis.call("pexpireat", KEYS[5], last)
 end
-return redis.call("pexpire", KEYS[1], ARGV[2]))lua",
-    "fcd38ed9f5a9f111d70e0e5322910161170fa438"};
+local shorter = ARGV[3] and tonumber(ARGV[2]) < redis.call("pttl", KEYS[1])
+local renewed = redis.call("pexpire", KEYS[1], ARGV[2])
+if shorter then redis.pcall("publish", ARGV[3], "shortened " .. redis.sha1hex(ARGV[1] .. " " .. ARGV[2]):sub(1, 12)) end
+return renewed)lua",
+    "a6f30864cff6cd259c710fa8d64e3583c96c6e99"};
 
 // Release a permit (ARGV[2] the release channel): as k_release_script, and its holder
 // leaves the name's set, which goes (with the limit) with its last live holder.

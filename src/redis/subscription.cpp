@@ -87,7 +87,8 @@ void Subscription::read_notices(size_t i, std::string_view bytes) {
         if (!raw)
             return;
         ReplyPtr reply(static_cast<redisReply*>(raw));
-        // ["message", channel, payload]; the payload is the count of waiters, or "released".
+        // ["message", channel, payload]; the payload is the count of waiters, or "released",
+        // or "shortened" (a lease cut short: no count, but news all the same).
         if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 3 ||
             reply->element[2]->type != REDIS_REPLY_STRING)
             continue;

@@ -1,10 +1,10 @@
 #pragma once
 // Waiting for a notice on one pub/sub channel on several servers at once: a lock's
 // release (lock::release_channel). Each server gets a connection of its own in subscribe
-// mode. A release notice, the connection closing, or bytes that make no sense all mean
-// "something happened, look again"; what is read besides is advice for spreading out a
-// crowd of waiters: how many there are (the release's count) and "acquired" (someone won,
-// which wakes nobody).
+// mode. A release notice, a lease cut short ("shortened ID": the holder's PTTL changed),
+// the connection closing, or bytes that make no sense all mean "something happened, look
+// again"; what is read besides is advice for spreading out a crowd of waiters: how many
+// there are (the release's count) and "acquired" (someone won, which wakes nobody).
 
 #include <array>
 #include <optional>

@@ -160,7 +160,7 @@ TEST_CASE("a refusal inside a script names the commands that script calls") {
     std::vector<AclFinding> findings{{&probes[1], {Kind::command, {}}}}; // the renewal
     auto check = acl_verdict("locker", "probed", features, findings, keys);
     CHECK(check.level == Level::risk);
-    CHECK(check.message == "user 'locker' may not run one of GET PEXPIRE HSET (run, acquire, "
-                           "extend and release fail); allow with: ACL SETUSER locker +get "
-                           "+pexpire +hset (probed)");
+    CHECK(check.message == "user 'locker' may not run one of GET PEXPIRE HSET PTTL (run, "
+                           "acquire, extend and release fail); allow with: ACL SETUSER locker "
+                           "+get +pexpire +hset +pttl (probed)");
 }

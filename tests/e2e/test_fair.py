@@ -10,6 +10,8 @@ import unittest
 from redlock_e2e import SLACK, E2ETest, pid_alive, wait_until
 
 QUEUE = "{lock:job}:queue"
+WAITING = "{lock:job}:waiting"
+TICKETS = "{lock:job}:tickets"
 
 
 class FairTestBase(E2ETest):
@@ -56,6 +58,25 @@ class FairTestBase(E2ETest):
             self.assertGreater(int(s.command("PTTL", "{lock:job}:tickets")), 0)
             self.assertEqual(int(s.command("EXISTS", "lock:job")), 0)
 
+    def check_a_place_seen_in_the_future_lapses(self):
+        # A place whose last attempt is stamped in the future (a server's clock stepped
+        # back, or a forged entry), as the scripts lay the queue out: ahead of everyone, and
+        # its waiter gone. It lapses as a dead waiter's place does, within a few seconds,
+        # not when the future comes.
+        for s in self.servers:
+            seconds, _ = s.command("TIME")
+            s.command("ZADD", QUEUE, "1", "ghost")
+            s.command("ZADD", WAITING, str((int(seconds) + 86400) * 1000), "ghost")
+            s.command("SET", TICKETS, "1")
+        started = time.monotonic()
+        r = self.run_redlock(self.args + ["run", "-k", "job", "--fair", "-w", "30s", "--",
+                                          "true"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        # 3 s after the place was first seen, and the heartbeat's second.
+        self.assertLess(time.monotonic() - started, 3.0 + 3.0 * SLACK)
+        for s in self.servers:
+            self.assertEqual(int(s.command("EXISTS", QUEUE)), 0)
+
 
 class FairOneServerTest(FairTestBase):
     def test_waiters_acquire_in_the_order_they_arrived(self):
@@ -83,6 +104,9 @@ class FairOneServerTest(FairTestBase):
         # The dead waiter's place lapses 3 s after its last attempt (at most a heartbeat,
         # 1 s, before it was killed).
         self.assertLess(time.monotonic() - killed_at, 3.0 + 2.0 * SLACK)
+
+    def test_a_place_seen_in_the_future_does_not_block_the_line(self):
+        self.check_a_place_seen_in_the_future_lapses()
 
     def test_a_waiter_that_gives_up_leaves_the_line_at_once(self):
         h = self.holder(["-k", "job", "-t", "1m"], global_args=self.args).wait_ready()
@@ -151,6 +175,9 @@ class FairFiveServersTest(FairTestBase):
 
     def test_waiters_acquire_in_the_order_they_arrived(self):
         self.check_arrival_order()
+
+    def test_a_place_seen_in_the_future_does_not_block_the_line(self):
+        self.check_a_place_seen_in_the_future_lapses()
 
     def test_order_holds_with_a_server_down(self):
         self.servers[4].kill()

@@ -428,6 +428,39 @@ class OncePerTest(ServersTest):
         self.assertIn("has already run in this 1h slot", waiter.stderr)
         self.assertFalse(os.path.exists(self.marker))
 
+    def test_a_program_that_cannot_be_run_does_not_use_up_the_slot(self):
+        # A typo in one host's crontab must not skip the slot for the hosts (or the
+        # corrected line) that can run the job: the slot stays open, and status says why
+        # the attempt did not start.
+        missing = self.run_redlock([*self.global_args, "run", "-k", "op", "--once-per", "1h",
+                                    "--", "/nonexistent"])
+        self.assertStatus(missing, 127)
+        self.assertIn("cannot run '/nonexistent': No such file or directory", missing.stderr)
+        self.assertMessages(missing.stderr)
+        last = self.status_json()["last_run"]
+        self.assertEqual(last["command"], "/nonexistent")
+        self.assertEqual(last["exit_status"], 127)
+        self.assertEqual(last["start_error"],
+                         "cannot run '/nonexistent': No such file or directory")
+        self.assertIsNotNone(last["ended_at"])
+        text = self.run_redlock([*self.global_args, "status", "op"])
+        self.assertIn("            did not start (exit status 127): cannot run '/nonexistent': "
+                      "No such file or directory; the slot stays open\n", text.stdout)
+        self.assertNotIn("not ended", text.stdout)
+        # Not executable (126): the same.
+        script = self.write_file("not-executable", "#!/bin/sh\n", mode=0o644)
+        denied = self.run_redlock([*self.global_args, "run", "-k", "op", "--once-per", "1h",
+                                   "--", script])
+        self.assertStatus(denied, 126)
+        self.assertEqual(self.status_json()["last_run"]["exit_status"], 126)
+        # The slot is still there to be run, once, and is then used up.
+        self.assertStatus(self.once("1h"), 0)
+        last = self.status_json()["last_run"]
+        self.assertEqual(last["exit_status"], 0)
+        self.assertIsNone(last["start_error"])
+        self.assertStatus(self.once("1h"), 75)
+        self.assertEqual(self.runs(), 1)
+
     def test_bad_lengths_are_usage_errors(self):
         for value in ("0", "500ms", "-1h", "hourly", ""):
             with self.subTest(value=value):

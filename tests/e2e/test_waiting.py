@@ -121,6 +121,91 @@ class WaitingTest(E2ETest):
         self.assertKeyGone(server, "lock:job")
 
 
+def publishes(server):
+    """How many PUBLISH the server ran (scripts' included) since the last call."""
+    info = server.command("INFO", "commandstats")
+    server.command("CONFIG", "RESETSTAT")
+    m = re.search(r"cmdstat_publish:calls=(\d+)", info)
+    return int(m.group(1)) if m else 0
+
+
+class ShortenedLeaseTest(E2ETest):
+    """A lease cut short (--min-hold's end, extend to a shorter ttl) ends without a release:
+    waiters, sleeping by the lease they saw, are told, and get the lock when it is free,
+    not when the old lease would have run out. Leases of a minute, waits of 30 s: a
+    waiter that slept by the old lease gives up (75)."""
+
+    n_servers = 1
+
+    def setUp(self):
+        super().setUp()
+        self.servers = [self.redis_server() for _ in range(self.n_servers)]
+        self.args = [a for s in self.servers for a in ("-s", s.url())]
+
+    def start_waiter(self, *options):
+        waiter = self.start_redlock(self.args + ["run", "-k", "job", "-w", "30s", *options,
+                                                 "--", "true"])
+        # The line that says it waits comes once it subscribed and looked again. Then a
+        # moment more, so that it surely sleeps by the long lease it saw (over several
+        # servers it may first try them all at once): only what it is told can wake it.
+        wait_until(lambda: "waiting for 'job'" in waiter.stderr, timeout=15.0,
+                   message="the waiter to wait", proc=waiter)
+        time.sleep(0.5)
+        return waiter
+
+    def check_min_hold_end_wakes(self, *waiter_options):
+        h = self.holder(["-k", "job", "-t", "60s", "--min-hold", "8s"],
+                        global_args=self.args).wait_ready()
+        waiter = self.start_waiter(*waiter_options)
+        ended_at = time.monotonic()
+        self.assertEqual(h.release(), 0)
+        # Still held, by the holder, for what is left of --min-hold.
+        self.assertEqual(self.servers[0].command("GET", "lock:job"), h.token)
+        self.assertLessEqual(int(self.servers[0].command("PTTL", "lock:job")), 8000)
+        self.assertEqual(waiter.wait(60), 0, waiter.stderr)
+        self.assertLess(time.monotonic() - ended_at, 8.0 + 6.0 * SLACK)
+
+    def test_a_waiter_gets_the_lock_when_min_hold_ends(self):
+        self.check_min_hold_end_wakes()
+
+    def test_a_fair_waiter_gets_the_lock_when_min_hold_ends(self):
+        self.check_min_hold_end_wakes("--fair")
+
+    def test_a_waiter_gets_the_lock_soon_after_extend_shortens_the_lease(self):
+        r = self.run_redlock(self.args + ["acquire", "-k", "job", "-t", "60s"])
+        self.assertStatus(r, 0)
+        token = r.stdout.split()[0]
+        waiter = self.start_waiter()
+        shortened_at = time.monotonic()
+        r = self.run_redlock(self.args + ["extend", "-k", "job", "--token", token, "-t", "1s"])
+        self.assertStatus(r, 0)
+        self.assertEqual(waiter.wait(60), 0, waiter.stderr)
+        self.assertLess(time.monotonic() - shortened_at, 1.0 + 6.0 * SLACK)
+
+    def test_renewals_and_longer_leases_say_nothing_to_waiters(self):
+        # A run renewed every 200 ms for 1.5 s, and a lock extended to a longer lease: the
+        # only notices are the releases' (and over several servers round 1's "acquired").
+        for s in self.servers:
+            publishes(s)
+        r = self.run_redlock(self.args + ["run", "-k", "job", "-t", "600ms", "--", "sleep",
+                                          "1.5"])
+        self.assertStatus(r, 0)
+        r = self.run_redlock(self.args + ["acquire", "-k", "job", "-t", "1m"])
+        self.assertStatus(r, 0)
+        token = r.stdout.split()[0]
+        for ttl in ("2m", "2m"):  # longer, then the same
+            self.assertStatus(self.run_redlock(self.args + ["extend", "-k", "job", "--token",
+                                                            token, "-t", ttl]), 0)
+        self.assertStatus(self.run_redlock(self.args + ["release", "-k", "job", "--token",
+                                                        token]), 0)
+        for s in self.servers:
+            self.assertLessEqual(publishes(s), 2 if self.n_servers == 1 else 4)
+
+
+class ShortenedLeaseOverFiveTest(ShortenedLeaseTest):
+    n_servers = 5
+
+
 class ProgressTest(PtyTest):
     """Who holds the lock, said while waiting: a line on a pipe, an updating line on a
     terminal, nothing with -q."""

@@ -135,6 +135,30 @@ TEST_CASE("the end of a run is recorded only in its own slot record") {
     CHECK(std::stoll(server.command({"PTTL", "{lock:x}:slot"})) > 500000);
 }
 
+TEST_CASE("a run whose program could not start gives its slot back, and says why") {
+    RedisServer server;
+    server.command({"SET", "lock:x", "t1", "PX", "60000"});
+    REQUIRE(claim(server, "t1", "3600000") == "1");
+    const auto script = std::string(redlock::lock::k_finish_slot_script.source);
+    CHECK(server.command({"EVAL", script, "1", "{lock:x}:slot", "t1", "127", "600000",
+                          "cannot run 'x': No such file or directory"}) == "1");
+    CHECK(server.command({"HGET", "{lock:x}:slot", "start_error"}) ==
+          "cannot run 'x': No such file or directory");
+    CHECK(server.command({"HGET", "{lock:x}:slot", "status"}) == "127");
+    // The slot is open: the next holder claims it, and its record replaces the failed one.
+    server.command({"SET", "lock:x", "t2", "PX", "60000"});
+    CHECK(claim(server, "t2", "3600000") == "1");
+    CHECK(server.command({"HGET", "{lock:x}:slot", "token"}) == "t2");
+    CHECK(server.command({"HEXISTS", "{lock:x}:slot", "start_error"}) == "0");
+    CHECK(claim(server, "t2", "3600000") == "-1");
+    // A failed start gives back its own slot only, never an earlier one (the record stays
+    // a max-register of slots).
+    const long long slot = std::stoll(server.command({"HGET", "{lock:x}:slot", "slot"}));
+    server.command(
+        {"HSET", "{lock:x}:slot", "slot", std::to_string(slot + 1), "start_error", "cannot run"});
+    CHECK(claim(server, "t2", "3600000") == "-1");
+}
+
 namespace {
 std::string eval(const RedisServer& server, const Script& script,
                  std::initializer_list<std::string> args) {
@@ -225,6 +249,27 @@ TEST_CASE("a silent waiter at the head of the queue is dropped") {
     CHECK(fair(server, k_acquire_script, "alive", "2") == "1");
     CHECK(server.command({"EXISTS", "{lock:x}:queue"}) == "0");
     CHECK(server.command({"EXISTS", "{lock:x}:waiting"}) == "0");
+}
+
+TEST_CASE("a head of the queue last seen in the future is taken as seen now, and lapses") {
+    for (const Script* script : {&k_acquire_script, &k_acquire_single_script}) {
+        RedisServer server;
+        const long long now = server_ms(server);
+        server.command({"ZADD", "{lock:x}:queue", "1", "ghost"});
+        // A day ahead: a server clock stepped back, or a forged entry.
+        server.command({"ZADD", "{lock:x}:waiting", std::to_string(now + 86400000), "ghost"});
+        // Not our turn yet, but for the few seconds a silent waiter is given, not a day.
+        const auto wait = redlock::lock::held_pttl(std::stoll(fair(server, *script, "alive", "2")));
+        CHECK(wait > 2000);
+        CHECK(wait <= 3000);
+        const long long seen = std::stoll(server.command({"ZSCORE", "{lock:x}:waiting", "ghost"}));
+        CHECK(seen >= now);
+        CHECK(seen < now + 10000);
+        // Once that has passed, the head is dropped like any silent waiter.
+        server.command({"ZADD", "{lock:x}:waiting", std::to_string(now - 5000), "ghost"});
+        CHECK(fair(server, *script, "alive", "2") == "1");
+        CHECK(server.command({"EXISTS", "{lock:x}:queue"}) == "0");
+    }
 }
 
 TEST_CASE("a waiter keeps its place while each attempt has a fresh lock token") {
@@ -402,4 +447,33 @@ TEST_CASE("renewing and releasing a permit keep the name's set in step") {
     CHECK(std::stoll(server.command({"PTTL", "lock:x"})) <= 60000);
     CHECK(permit_call(server, k_release_permit_script, 2, {"b", "{lock:x}:released"}) == "1");
     CHECK(server.command({"EXISTS", "lock:x", "{lock:x}:limit"}) == "0");
+}
+
+TEST_CASE("a renewal that cuts the lease short says so on the channel, one that lengthens it "
+          "does not") {
+    RedisServer server;
+    (void)publishes(server);
+    server.command({"SET", "lock:x", "mine", "PX", "60000"});
+    // A renewal: no channel, nothing said, whatever the ttl.
+    CHECK(eval(server, k_renew_script, {"mine", "50000"}) == "1");
+    CHECK(publishes(server) == 0);
+    // Longer than what is left (extend to a longer lease), or another's token: nothing.
+    CHECK(eval(server, k_renew_script, {"mine", "90000", "{lock:x}:released"}) == "1");
+    CHECK(eval(server, k_renew_script, {"other", "1000", "{lock:x}:released"}) == "0");
+    CHECK(publishes(server) == 0);
+    CHECK(server.command({"GET", "lock:x"}) == "mine");
+    // Shorter: the waiters are told.
+    CHECK(eval(server, k_renew_script, {"mine", "1000", "{lock:x}:released"}) == "1");
+    CHECK(publishes(server) == 1);
+    CHECK(std::stoll(server.command({"PTTL", "lock:x"})) <= 1000);
+    // A permit alike.
+    server.command({"DEL", "lock:x"});
+    REQUIRE(take(server, 1, "a") == "1");
+    (void)publishes(server);
+    using redlock::lock::k_renew_permit_script;
+    CHECK(permit_call(server, k_renew_permit_script, 1, {"a", "90000", "{lock:x}:released"}) ==
+          "1");
+    CHECK(publishes(server) == 0);
+    CHECK(permit_call(server, k_renew_permit_script, 1, {"a", "1000", "{lock:x}:released"}) == "1");
+    CHECK(publishes(server) == 1);
 }
