@@ -117,14 +117,16 @@ Holder current_holder(std::span<const std::string> command, long pid,
 }
 
 std::vector<std::string> holder_fields(const Holder& holder, const std::string& token) {
-    return {"token",       token,
-            "host",        holder.host,
-            "pid",         std::to_string(holder.pid),
-            "user",        holder.user,
-            "command",     holder.command,
-            "acquired_at", holder.acquired_at,
-            "ttl_ms",      std::to_string(holder.ttl_ms),
-            "process",     holder.process};
+    std::vector<std::string> fields{"token",       token,
+                                    "host",        holder.host,
+                                    "pid",         std::to_string(holder.pid),
+                                    "user",        holder.user,
+                                    "command",     holder.command,
+                                    "acquired_at", holder.acquired_at,
+                                    "ttl_ms",      std::to_string(holder.ttl_ms)};
+    if (!holder.process.empty())
+        fields.insert(fields.end(), {"process", holder.process});
+    return fields;
 }
 
 std::optional<Holder> parse_holder(const std::map<std::string, std::string>& fields,
