@@ -172,8 +172,10 @@ void Connection::begin(std::string command, std::string noscript_fallback, size_
     if (m_fd) {
         // An idle connection has nothing to say; if it is readable, the server closed it
         // (restart, idle timeout) or sent junk: start afresh rather than fail this round.
+        // So with bytes left over after the last request's replies.
         pollfd p{m_fd.get(), POLLIN, 0};
-        if (::poll(&p, 1, 0) != 0 && !idle_still_usable())
+        if ((::poll(&p, 1, 0) != 0 && !idle_still_usable()) ||
+            (m_reader && m_reader->pending() > 0))
             drop();
     }
     if (m_fd) {
@@ -298,7 +300,7 @@ void Connection::connect_next_address(Clock::time_point now) {
             continue;
         }
         m_fd = std::move(fd);
-        m_reader.reset(redisReaderCreate());
+        m_reader.emplace();
         m_connecting = (rc != 0);
         m_deadline = now + m_server.connect_timeout + m_server.command_timeout;
         if (!m_connecting) {
@@ -463,60 +465,70 @@ void Connection::flush(Clock::time_point now) {
 
 void Connection::receive(Clock::time_point now) {
     std::array<char, 16384> buffer; // not zeroed: 16 KB of memset per reply
-    // Over TLS, until the session has nothing more (a record may hold more than was asked
-    // for, and poll() cannot see what OpenSSL already read).
-    while (m_tls) {
-        size_t n = 0;
-        auto status = m_tls->read(buffer.data(), buffer.size(), n);
-        m_tls_wants = status == tls::Session::Status::want_write ? POLLOUT : 0;
-        if (status == tls::Session::Status::want_read || status == tls::Session::Status::want_write)
-            break;
-        if (status == tls::Session::Status::closed) {
-            fail(FailureKind::closed, m_tls->error() + client_certificate_hint(), now);
-            return;
-        }
-        if (status == tls::Session::Status::failed) {
-            fail(FailureKind::io, m_tls->error() + client_certificate_hint(), now);
-            return;
-        }
-        if (redisReaderFeed(m_reader.get(), buffer.data(), n) != REDIS_OK) {
-            fail(FailureKind::protocol, "protocol error", now);
-            return;
-        }
-    }
-    for (;;) {
-        if (m_tls)
-            break;
-        ssize_t n = ::recv(m_fd.get(), buffer.data(), buffer.size(), 0);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK)
-                break;
-            fail(FailureKind::io, errno_text(errno) + tls_port_hint(), now);
-            return;
-        }
-        if (n == 0) {
-            fail(FailureKind::closed, "connection closed by server" + tls_port_hint(), now);
-            return;
-        }
-        if (redisReaderFeed(m_reader.get(), buffer.data(), static_cast<size_t>(n)) != REDIS_OK) {
-            fail(FailureKind::protocol, "protocol error", now);
-            return;
-        }
-        if (static_cast<size_t>(n) < buffer.size())
-            break;
-    }
+    // Each read is taken apart into replies before the next: the bytes of a reply that
+    // ended no longer count against the reader's limit, and once the request has its
+    // replies nothing more is read. So this returns to the poll loop, where deadlines and
+    // signals are looked at, after at most the reader's limit of bytes.
     while (m_busy) {
-        void* raw = nullptr;
-        if (redisReaderGetReply(m_reader.get(), &raw) != REDIS_OK) {
-            fail(FailureKind::protocol, util::format("protocol error: {}", m_reader->errstr), now);
+        size_t n = 0;
+        if (m_tls) {
+            // Over TLS, until the session has nothing more (a record may hold more than was
+            // asked for, and poll() cannot see what OpenSSL already read).
+            auto status = m_tls->read(buffer.data(), buffer.size(), n);
+            m_tls_wants = status == tls::Session::Status::want_write ? POLLOUT : 0;
+            if (status == tls::Session::Status::want_read ||
+                status == tls::Session::Status::want_write)
+                return;
+            if (status == tls::Session::Status::closed) {
+                fail(FailureKind::closed, m_tls->error() + client_certificate_hint(), now);
+                return;
+            }
+            if (status == tls::Session::Status::failed) {
+                fail(FailureKind::io, m_tls->error() + client_certificate_hint(), now);
+                return;
+            }
+        } else {
+            ssize_t got = ::recv(m_fd.get(), buffer.data(), buffer.size(), 0);
+            if (got < 0) {
+                if (errno == EINTR)
+                    continue;
+                if (errno == EAGAIN || errno == EWOULDBLOCK)
+                    return;
+                fail(FailureKind::io, errno_text(errno) + tls_port_hint(), now);
+                return;
+            }
+            if (got == 0) {
+                fail(FailureKind::closed, "connection closed by server" + tls_port_hint(), now);
+                return;
+            }
+            n = static_cast<size_t>(got);
+        }
+        if (auto fed = m_reader->feed(std::string_view(buffer.data(), n)); !fed) {
+            fail(FailureKind::protocol, "protocol error: " + fed.error(), now);
             return;
         }
-        if (!raw)
+        if (!take_replies(now) || (!m_tls && n < buffer.size()))
             return;
-        handle_reply(ReplyPtr(static_cast<redisReply*>(raw)), now);
     }
+}
+
+// The replies read so far, to handle_reply; false once reading must stop: the request has
+// its replies, failed, or went elsewhere (a redirection).
+bool Connection::take_replies(Clock::time_point now) {
+    const unsigned drops = m_drops;
+    while (m_busy) {
+        auto reply = m_reader->next();
+        if (!reply) {
+            fail(FailureKind::protocol, "protocol error: " + reply.error(), now);
+            return false;
+        }
+        if (!*reply)
+            return true;
+        handle_reply(std::move(*reply), now);
+        if (m_drops != drops)
+            return false;
+    }
+    return false;
 }
 
 void Connection::handle_reply(ReplyPtr reply, Clock::time_point now) {
@@ -730,6 +742,7 @@ void Connection::finish(Outcome outcome) {
 }
 
 void Connection::drop() {
+    ++m_drops;
     m_sentinel.reset();
     m_retry_at.reset();
     m_fd.reset();

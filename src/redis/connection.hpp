@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "config/config.hpp"
+#include "redis/reader.hpp"
 #include "redis/reply.hpp"
 #include "redis/tls.hpp"
 #include "util/clock.hpp"
@@ -137,6 +138,7 @@ class Connection {
     void drop();
     void flush(Clock::time_point now);
     void receive(Clock::time_point now);
+    bool take_replies(Clock::time_point now);
     void start_tls(Clock::time_point now);
     void continue_tls_handshake(Clock::time_point now);
     // An idle connection that became readable: closed by the server, or junk. Over TLS it
@@ -170,7 +172,8 @@ class Connection {
     int m_tryagain = 0;                          // TRYAGAIN replies to this request
 
     util::UniqueFd m_fd;
-    ReaderPtr m_reader;
+    std::optional<Reader> m_reader;
+    unsigned m_drops = 0; // drop() calls: a reply that made us drop ends the reading
     bool m_connecting = false;
     bool m_answered = false;           // a reply came on this connection
     std::optional<tls::Session> m_tls; // rediss://
