@@ -68,9 +68,11 @@ ServerResult classify(const redis::Connection& conn) {
         r.detail = outcome->failure->detail;
         r.auth_failure = outcome->failure->kind == redis::FailureKind::auth;
         r.abandoned = outcome->failure->kind == redis::FailureKind::abandoned;
-        // AUTH refused: the request pipelined behind it was refused too, so it did not run
-        // (an error reply from a script, below, may come after the script wrote).
-        r.written = outcome->written && !r.auth_failure;
+        // AUTH (or SELECT) refused: the request pipelined behind it ran all the same, unless
+        // its reply says it did not (redis::Connection); a script that answered ran to its
+        // end, and left nothing half done.
+        r.written = outcome->written;
+        r.ran_anyway = outcome->reply && outcome->reply->type == REDIS_REPLY_INTEGER;
         return r;
     }
     const redisReply& reply = *outcome->reply;

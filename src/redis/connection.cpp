@@ -205,6 +205,7 @@ void Connection::begin(std::string command, std::string noscript_fallback, size_
 
 void Connection::open(std::string command, Clock::time_point now) {
     m_out = handshake(m_server.url, m_asking, m_handshake_replies);
+    m_auth_pending = m_server.url.password.has_value();
     m_check_role = m_server.url.is_sentinel();
     m_out += command;
     m_out_offset = 0;
@@ -535,26 +536,21 @@ void Connection::handle_reply(ReplyPtr reply, Clock::time_point now) {
     m_answered = true;
     if (m_handshake_replies > 0) {
         --m_handshake_replies;
-        if (is_error(*reply)) {
-            bool auth = is_auth_error(*reply);
-            if (m_handshake_replies == 0 && m_check_role)
-                fail(auth ? FailureKind::auth : FailureKind::setup,
-                     util::format("ROLE refused (a master behind redis-sentinel:// is checked "
-                                  "with ROLE): {}",
-                                  text(*reply)),
-                     now);
-            else if (auth)
-                fail(FailureKind::auth, util::format("authentication refused: {}", text(*reply)),
-                     now);
-            else
-                fail(FailureKind::setup, std::string(text(*reply)), now);
-        } else if (m_handshake_replies == 0 && m_check_role && role_of(*reply) != "master") {
-            fail(FailureKind::setup,
-                 util::format("the sentinels name it master '{}', but it is a {} (ROLE); a "
-                              "failover in progress?",
-                              m_server.url.master_name, role_of(*reply)),
-                 now);
-        }
+        const bool auth_reply = std::exchange(m_auth_pending, false);
+        const bool role_reply = m_handshake_replies == 0 && m_check_role;
+        if (!m_setup_failure)
+            m_setup_failure = handshake_failure(*reply, auth_reply, role_reply);
+        return;
+    }
+    if (m_setup_failure) {
+        // The request's own reply, after a handshake step was refused: the server ran it all
+        // the same (as the user the connection was already logged in as, the default user
+        // when it needs no password; in database 0), unless the reply says it did not.
+        Outcome outcome;
+        outcome.written = !(is_error(*reply) && refused_before_running(text(*reply)));
+        outcome.reply = std::move(reply);
+        auto failure = *std::exchange(m_setup_failure, std::nullopt);
+        end_in_failure(std::move(outcome), failure.kind, std::move(failure.detail), now);
         return;
     }
     if (is_error(*reply)) {
@@ -713,9 +709,45 @@ Connection::Stream Connection::detach() {
     return stream;
 }
 
+std::optional<Failure> Connection::handshake_failure(const redisReply& reply, bool auth_reply,
+                                                     bool role_reply) const {
+    if (is_error(reply)) {
+        const bool auth = is_auth_error(reply);
+        if (auth_reply)
+            return Failure{FailureKind::auth,
+                           util::format("authentication refused: {}", text(reply))};
+        if (role_reply)
+            return Failure{auth ? FailureKind::auth : FailureKind::setup,
+                           util::format("ROLE refused (a master behind redis-sentinel:// is "
+                                        "checked with ROLE): {}",
+                                        text(reply))};
+        if (auth)
+            return Failure{FailureKind::auth,
+                           util::format("authentication refused: {}", text(reply))};
+        return Failure{FailureKind::setup, std::string(text(reply))};
+    }
+    if (role_reply && role_of(reply) != "master")
+        return Failure{FailureKind::setup,
+                       util::format("the sentinels name it master '{}', but it is a {} (ROLE); a "
+                                    "failover in progress?",
+                                    m_server.url.master_name, role_of(reply))};
+    return std::nullopt;
+}
+
 void Connection::fail(FailureKind kind, std::string detail, Clock::time_point now) {
+    // A handshake step was refused before: that is the cause, what came after it (the
+    // connection closed, the timeout) only ended the wait for the request's reply.
+    if (m_setup_failure) {
+        kind = m_setup_failure->kind;
+        detail = std::move(m_setup_failure->detail);
+    }
     Outcome outcome;
     outcome.written = m_fd && !m_connecting && m_out_offset >= m_out.size();
+    end_in_failure(std::move(outcome), kind, std::move(detail), now);
+}
+
+void Connection::end_in_failure(Outcome outcome, FailureKind kind, std::string detail,
+                                Clock::time_point now) {
     if (!m_node.empty() && !m_sentinel)
         detail = util::format("{} {}: {}", m_moved ? "node" : "master", m_node, detail);
     // A slot owner learned from MOVED that fails: the next request asks the configured node
@@ -753,6 +785,8 @@ void Connection::drop() {
     m_tls_handshake = false;
     m_tls_wants = 0;
     m_handshake_replies = 0;
+    m_auth_pending = false;
+    m_setup_failure.reset();
     m_first_reply.reset();
     m_trailing_replies.clear();
     m_out.clear();

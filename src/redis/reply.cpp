@@ -61,6 +61,18 @@ bool is_auth_error(const redisReply& r) {
            t.find("NOPERM") != std::string_view::npos;
 }
 
+bool refused_before_running(std::string_view error) {
+    // A command a script calls that the ACL refuses answers "ERR The user executing the
+    // script can't ..." (Redis 7.0) or NOPERM with "script:" in the text (7.2): after what
+    // the script did before it.
+    return error.starts_with("NOAUTH") || error.starts_with("WRONGPASS") ||
+           (error.starts_with("NOPERM") && error.find("script:") == std::string_view::npos) ||
+           error.starts_with("NOSCRIPT") || error.starts_with("ERR unknown command") ||
+           error.starts_with("MOVED ") || error.starts_with("ASK ") ||
+           error.starts_with("TRYAGAIN") || error.starts_with("CROSSSLOT") ||
+           error.find("Protocol error: unauthenticated") != std::string_view::npos;
+}
+
 std::string describe(const redisReply& r) {
     switch (r.type) {
     case REDIS_REPLY_STRING:

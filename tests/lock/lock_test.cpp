@@ -288,6 +288,32 @@ TEST_CASE("acquiring with a wrong password is an auth error that never shows the
     CHECK(server.command({"EXISTS", k_key}) == "0");
 }
 
+TEST_CASE("a refused password where the default user needs none leaves no lock behind") {
+    // Redis runs the script pipelined behind the refused AUTH as the default user: the
+    // attempt wrote, and is released (again as the default user) like any failed attempt.
+    RedisServerOptions options;
+    options.acl_user = redlock::test::AclUser{"app", "app-pass", "on ~* &* +@all"};
+    RedisServer server(options);
+    const auto port = std::to_string(server.port());
+    for (const std::string credentials : {"app:not-the-pass", "nosuch:app-pass"}) {
+        CAPTURE(credentials);
+        std::vector servers{server_config("redis://" + credentials + "@127.0.0.1:" + port)};
+        Lock lock(servers, k_key, k_meta, k_fence, redlock::util::random_token(), 10s);
+        auto result = lock.acquire();
+        REQUIRE_FALSE(result);
+        CHECK(result.error().kind == ErrorKind::auth);
+        CHECK(result.error().message ==
+              "127.0.0.1:" + port +
+                  ": authentication refused: WRONGPASS invalid username-password pair or user "
+                  "is disabled.");
+        CHECK(server.command({"EXISTS", k_key}) == "0");
+        CHECK(server.command({"EXISTS", k_meta}) == "0");
+        // The release ran: nothing to say about it.
+        REQUIRE(lock.last_cleanup().size() == 1);
+        CHECK(lock.last_cleanup()[0].ran_anyway);
+    }
+}
+
 TEST_CASE("acquiring without the password a server requires is an auth error") {
     RedisServerOptions options;
     options.requirepass = "pw";

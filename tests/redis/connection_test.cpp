@@ -149,6 +149,38 @@ TEST_CASE("a wrong password of an ACL user is an auth failure") {
     CHECK(outcome.failure->detail.find("not-the-pass") == std::string::npos);
 }
 
+TEST_CASE("a request behind a refused AUTH is run by the server all the same, and says so") {
+    // The default user needs no password: the request runs as the default user.
+    RedisServerOptions options;
+    options.acl_user = AclUser{"app", "app-pass", "on ~* &* +@all"};
+    RedisServer server(options);
+    Connection conn(server_config(port_url(server, "app:not-the-pass@")));
+    const auto& ran = request(conn, encode({"SET", "k", "v"}));
+    REQUIRE(ran.failure);
+    CHECK(ran.failure->kind == FailureKind::auth);
+    CHECK(ran.failure->detail.starts_with("authentication refused: WRONGPASS"));
+    CHECK(ran.written);
+    REQUIRE(ran.reply);
+    CHECK(redlock::redis::describe(*ran.reply) == "OK");
+    CHECK(server.command({"GET", "k"}) == "v");
+    CHECK(conn.fd() < 0);
+}
+
+TEST_CASE("a request behind a refused AUTH that the server refused too did not run") {
+    RedisServerOptions options;
+    options.requirepass = "right";
+    RedisServer server(options);
+    Connection conn(server_config(port_url(server, ":wrong@")));
+    const auto& refused = request(conn, encode({"SET", "k", "v"}));
+    REQUIRE(refused.failure);
+    CHECK(refused.failure->kind == FailureKind::auth);
+    CHECK(refused.failure->detail.starts_with("authentication refused: WRONGPASS"));
+    CHECK_FALSE(refused.written);
+    REQUIRE(refused.reply);
+    CHECK(redlock::redis::text(*refused.reply).starts_with("NOAUTH"));
+    CHECK(server.command({"EXISTS", "k"}) == "0");
+}
+
 TEST_CASE("a request without the password a server requires gets a NOAUTH error reply") {
     RedisServerOptions options;
     options.requirepass = "pw";
