@@ -80,8 +80,10 @@ ServerResult classify(const redis::Connection& conn) {
         r.vote = Vote::failed;
         r.detail = std::string(redis::text(reply));
         r.auth_failure = redis::is_auth_error(reply);
-        if (r.auth_failure && !conn.server().url.password)
-            r.detail = "the server requires a password and none was given (" + r.detail + ")";
+        if (r.auth_failure)
+            r.detail = redis::describe_refusal(r.detail, conn.server().url.password.has_value());
+        // An error from a script may come after it wrote; a refusal before it ran may not.
+        r.written = !redis::refused_before_running(redis::text(reply));
     } else if (reply.type == REDIS_REPLY_INTEGER) {
         // 1 (or, from the acquire scripts, a fence) is yes; 0 is no, and so is an acquire
         // script's "held", which carries the holder's PTTL.

@@ -723,7 +723,7 @@ std::optional<Failure> Connection::handshake_failure(const redisReply& reply, bo
                                         text(reply))};
         if (auth)
             return Failure{FailureKind::auth,
-                           util::format("authentication refused: {}", text(reply))};
+                           describe_refusal(text(reply), m_server.url.password.has_value())};
         return Failure{FailureKind::setup, std::string(text(reply))};
     }
     if (role_reply && role_of(reply) != "master")

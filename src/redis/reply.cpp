@@ -73,6 +73,19 @@ bool refused_before_running(std::string_view error) {
            error.find("Protocol error: unauthenticated") != std::string_view::npos;
 }
 
+std::string describe_refusal(std::string_view error, bool password_given) {
+    const bool unauthenticated =
+        error.starts_with("NOAUTH") ||
+        error.find("Protocol error: unauthenticated") != std::string_view::npos;
+    if (unauthenticated && !password_given)
+        return util::format("the server requires a password and none was given ({})", error);
+    if (error.starts_with("NOPERM") ||
+        error.find("can't run this command") != std::string_view::npos ||
+        error.find("can't access") != std::string_view::npos)
+        return util::format("permission denied by the server's ACL: {}", error);
+    return std::string(error);
+}
+
 std::string describe(const redisReply& r) {
     switch (r.type) {
     case REDIS_REPLY_STRING:

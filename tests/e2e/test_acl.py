@@ -100,6 +100,28 @@ class AclTest(E2ETest):
         self.assertEqual(r.stderr, f"redlock: cannot lock 'x': 127.0.0.1:{server.port}: "
                                    f"{self.WRONGPASS}\n")
 
+    def test_an_acl_refusal_is_said_as_such_and_nothing_is_cleaned_up(self):
+        denied = ("permission denied by the server's ACL: NOPERM this user has no permissions "
+                  "to access one of the keys used as arguments")
+        # A user that needs no password (the default user), and one that gave the right one.
+        nopass = self.redis_server(extra_args=("--user", "default", "on", "nopass", "resetkeys",
+                                               "~other:*", "+@all"))
+        server, url = self.server_for("on ~other:* +@all")
+        for url, port in ((nopass.url(), nopass.port), (url, server.port)):
+            with self.subTest(url=url):
+                r = self.run_redlock(["-s", url, "run", "-k", "x", "--", "true"])
+                self.assertStatus(r, 77)
+                # The refusal came before the script ran: no "could not clean up" note.
+                self.assertEqual(r.stderr, f"redlock: cannot lock 'x': 127.0.0.1:{port}: "
+                                           f"{denied}\n")
+        # A command refused: named.
+        server, url = self.server_for(LOCK_ACL_RULES + " -eval -evalsha")
+        r = self.run_redlock(["-s", url, "run", "-k", "x", "--", "true"])
+        self.assertStatus(r, 77)
+        self.assertEqual(r.stderr, f"redlock: cannot lock 'x': 127.0.0.1:{server.port}: "
+                                   "permission denied by the server's ACL: NOPERM this user has "
+                                   "no permissions to run the 'eval' command\n")
+
     def test_the_readme_least_privilege_user_can_do_everything(self):
         rules = documented_acl_rules()
         server, url = self.server_for(" ".join(rules))

@@ -339,8 +339,28 @@ TEST_CASE("an ACL user without access to the lock key is refused with an auth er
     auto result = lock.acquire();
     REQUIRE_FALSE(result);
     CHECK(result.error().kind == ErrorKind::auth);
-    CHECK(result.error().message.find("NOPERM") != std::string::npos);
-    CHECK(result.error().message.find("app-pass") == std::string::npos);
+    CHECK(result.error().message ==
+          "127.0.0.1:" + std::to_string(server.port()) +
+              ": permission denied by the server's ACL: NOPERM this user has no permissions to "
+              "access one of the keys used as arguments");
+    // Refused before the script ran: there was nothing to release.
+    CHECK(lock.last_cleanup().empty());
+}
+
+TEST_CASE("an ACL refusal of a user that needs no password is not taken for a missing one") {
+    RedisServerOptions options;
+    options.extra_args = {"--user", "default", "on", "nopass", "resetkeys", "~other:*", "+@all"};
+    RedisServer server(options);
+    std::vector servers{server_config(server.url())};
+    Lock lock(servers, k_key, k_meta, k_fence, redlock::util::random_token(), 10s);
+    auto result = lock.acquire();
+    REQUIRE_FALSE(result);
+    CHECK(result.error().kind == ErrorKind::auth);
+    CHECK(result.error().message ==
+          "127.0.0.1:" + std::to_string(server.port()) +
+              ": permission denied by the server's ACL: NOPERM this user has no permissions to "
+              "access one of the keys used as arguments");
+    CHECK(lock.last_cleanup().empty());
 }
 
 TEST_CASE("a lock in another database does not see the lock in database 0") {
