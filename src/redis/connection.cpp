@@ -58,6 +58,16 @@ std::string_view role_of(const redisReply& reply) {
     return text(*reply.element[0]);
 }
 
+// A TCP port as a server names one (a redirection, a sentinel's answer): digits only,
+// 1-65535. Anything else would be cut down to some other port when connecting.
+std::optional<int> port_number(std::string_view digits) {
+    int port = 0;
+    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), port);
+    if (ec != std::errc{} || end != digits.data() + digits.size() || port < 1 || port > 65535)
+        return std::nullopt;
+    return port;
+}
+
 // The host and port of a MOVED or ASK error ("MOVED 3999 127.0.0.1:6381"); an empty host
 // (Redis 7 with an unknown preferred endpoint) means the host already connected to.
 std::optional<config::Endpoint> redirect_target(std::string_view error, const std::string& host) {
@@ -69,15 +79,13 @@ std::optional<config::Endpoint> redirect_target(std::string_view error, const st
     const size_t colon = target.rfind(':');
     if (colon == std::string_view::npos)
         return std::nullopt;
-    int port = 0;
-    auto digits = target.substr(colon + 1);
-    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), port);
-    if (ec != std::errc{} || end != digits.data() + digits.size() || port < 1 || port > 65535)
+    const auto port = port_number(target.substr(colon + 1));
+    if (!port)
         return std::nullopt;
     std::string_view name = target.substr(0, colon);
     if (name.starts_with('[') && name.ends_with(']'))
         name = name.substr(1, name.size() - 2);
-    return config::Endpoint{name.empty() ? host : std::string(name), port};
+    return config::Endpoint{name.empty() ? host : std::string(name), *port};
 }
 
 } // namespace
@@ -256,10 +264,9 @@ void Connection::on_sentinel_answer(Clock::time_point now) {
                       ? util::format("does not know master '{}'", m_server.url.master_name)
                       : "unexpected reply " + describe(reply);
     } else {
-        config::Endpoint master{std::string(text(*reply.element[0])), 0};
-        auto port = text(*reply.element[1]);
-        auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), master.port);
-        if (ec != std::errc{} || end != port.data() + port.size())
+        const auto port = port_number(text(*reply.element[1]));
+        const config::Endpoint master{std::string(text(*reply.element[0])), port.value_or(0)};
+        if (!port)
             problem = "unexpected port " + describe(*reply.element[1]);
         else if (!lookup(master.host, master.port, m_addresses))
             problem = util::format("names master {} that does not resolve", master.display());
