@@ -34,23 +34,25 @@ const redisReplyObjectFunctions& hiredis_functions() {
 // An array is refused before hiredis allocates its element pointers: calloc of a claimed
 // 2^31-1 elements is 16 GB, and freeing it walks every slot (minutes), even when the
 // elements never come. Every array of one reply draws on one budget, so nesting cannot
-// multiply it. (A refusal is hiredis's "out of memory"; refusal says what it was.)
-void* create_array(const redisReadTask* task, int elements) {
+// multiply it. (A refusal is hiredis's "out of memory"; refusal says what it was.) Called
+// from C: nothing may be thrown through it.
+void* create_array(const redisReadTask* task, int elements) noexcept {
     auto& state = *static_cast<ReaderState*>(task->privdata);
     if (!task->parent)
         state.claimed = 0; // the first array of a new reply
     const auto n = static_cast<size_t>(std::max(elements, 0));
-    if (n > k_max_reply_elements) {
-        state.refusal = util::format("reply too large: array of {} elements", n);
-        return nullptr;
+    if (n <= k_max_reply_elements && state.claimed + n <= k_max_reply_elements) {
+        state.claimed += n;
+        return hiredis_functions().createArray(task, elements);
     }
-    if (state.claimed + n > k_max_reply_elements) {
-        state.refusal = util::format("reply too large: more than {} array elements in all",
-                                     k_max_reply_elements);
-        return nullptr;
+    try {
+        state.refusal = n > k_max_reply_elements
+                            ? util::format("reply too large: array of {} elements", n)
+                            : util::format("reply too large: more than {} array elements in all",
+                                           k_max_reply_elements);
+    } catch (...) { // out of memory: hiredis's own message then
     }
-    state.claimed += n;
-    return hiredis_functions().createArray(task, elements);
+    return nullptr;
 }
 
 redisReplyObjectFunctions* bounded_functions() {
