@@ -102,12 +102,13 @@ std::optional<Millis> until_expiry(const std::vector<lock::ServerResult>& server
     return Millis(held[need - 1]);
 }
 
-// A failed attempt is released everywhere; where the server refused that release (an
-// ACL without DEL), our key stays until its TTL: say so, once per server.
+// A failed attempt is released where it may have written; where the server refused that
+// release (an ACL without DEL), our key stays until its TTL: say so, once per server. (A
+// release behind a refused AUTH that ran all the same left nothing.)
 void note_failed_cleanup(const lock::Lock& lock, std::string_view name) {
     static std::set<std::string> noted;
     for (const auto& r : lock.last_cleanup())
-        if (r.vote == lock::ServerResult::Vote::failed && r.auth_failure &&
+        if (r.vote == lock::ServerResult::Vote::failed && r.auth_failure && !r.ran_anyway &&
             noted.insert(r.server).second)
             log::note("could not clean up after a failed attempt on '{}' at {} ({}); the key "
                       "there expires by its ttl",
@@ -121,7 +122,7 @@ void note_release(std::string_view name, const std::vector<lock::ServerResult>& 
         log::verbose("released '{}': {}", name, lock::describe_round(results));
     std::string missed;
     for (const auto& r : results)
-        if (r.vote == lock::ServerResult::Vote::failed && !r.abandoned)
+        if (r.vote == lock::ServerResult::Vote::failed && !r.abandoned && !r.ran_anyway)
             missed += (missed.empty() ? "" : ", ") + r.server + " (" + r.detail + ")";
     if (!missed.empty() && !log::verbose_enabled())
         log::note("could not release '{}' on {}; it expires there by its ttl", name, missed);

@@ -68,9 +68,11 @@ ServerResult classify(const redis::Connection& conn) {
         r.detail = outcome->failure->detail;
         r.auth_failure = outcome->failure->kind == redis::FailureKind::auth;
         r.abandoned = outcome->failure->kind == redis::FailureKind::abandoned;
-        // AUTH refused: the request pipelined behind it was refused too, so it did not run
-        // (an error reply from a script, below, may come after the script wrote).
-        r.written = outcome->written && !r.auth_failure;
+        // AUTH (or SELECT) refused: the request pipelined behind it ran all the same, unless
+        // its reply says it did not (redis::Connection); a script that answered ran to its
+        // end, and left nothing half done.
+        r.written = outcome->written;
+        r.ran_anyway = outcome->reply && outcome->reply->type == REDIS_REPLY_INTEGER;
         return r;
     }
     const redisReply& reply = *outcome->reply;
@@ -78,8 +80,10 @@ ServerResult classify(const redis::Connection& conn) {
         r.vote = Vote::failed;
         r.detail = std::string(redis::text(reply));
         r.auth_failure = redis::is_auth_error(reply);
-        if (r.auth_failure && !conn.server().url.password)
-            r.detail = "the server requires a password and none was given (" + r.detail + ")";
+        if (r.auth_failure)
+            r.detail = redis::describe_refusal(r.detail, conn.server().url.password.has_value());
+        // An error from a script may come after it wrote; a refusal before it ran may not.
+        r.written = !redis::refused_before_running(redis::text(reply));
     } else if (reply.type == REDIS_REPLY_INTEGER) {
         // 1 (or, from the acquire scripts, a fence) is yes; 0 is no, and so is an acquire
         // script's "held", which carries the holder's PTTL.

@@ -62,8 +62,11 @@ struct ServerResult {
     enum class Vote { yes, no, failed, none } vote = Vote::none;
     std::string detail; // "ok", "held", "timed out", "Connection refused", ...
     bool auth_failure = false;
-    bool abandoned = false;        // not waited for once the round was decided (request was sent)
-    bool written = true;           // false: failed before the request left, so it did not run
+    bool abandoned = false; // not waited for once the round was decided (request was sent)
+    bool written = true;    // false: the request did not run (failed before it left, refused)
+    // Failed (AUTH refused), yet the script behind it ran to its end all the same: nothing
+    // is left half done by it.
+    bool ran_anyway = false;
     long long held_pttl = -2;      // acquire, held by another owner: its PTTL (-1: no expiry)
     bool failed_in_round2 = false; // said yes in round 1, then failed writing the fence
     Clock::duration latency{};

@@ -58,6 +58,16 @@ std::string_view role_of(const redisReply& reply) {
     return text(*reply.element[0]);
 }
 
+// A TCP port as a server names one (a redirection, a sentinel's answer): digits only,
+// 1-65535. Anything else would be cut down to some other port when connecting.
+std::optional<int> port_number(std::string_view digits) {
+    int port = 0;
+    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), port);
+    if (ec != std::errc{} || end != digits.data() + digits.size() || port < 1 || port > 65535)
+        return std::nullopt;
+    return port;
+}
+
 // The host and port of a MOVED or ASK error ("MOVED 3999 127.0.0.1:6381"); an empty host
 // (Redis 7 with an unknown preferred endpoint) means the host already connected to.
 std::optional<config::Endpoint> redirect_target(std::string_view error, const std::string& host) {
@@ -69,15 +79,13 @@ std::optional<config::Endpoint> redirect_target(std::string_view error, const st
     const size_t colon = target.rfind(':');
     if (colon == std::string_view::npos)
         return std::nullopt;
-    int port = 0;
-    auto digits = target.substr(colon + 1);
-    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), port);
-    if (ec != std::errc{} || end != digits.data() + digits.size() || port < 1 || port > 65535)
+    const auto port = port_number(target.substr(colon + 1));
+    if (!port)
         return std::nullopt;
     std::string_view name = target.substr(0, colon);
     if (name.starts_with('[') && name.ends_with(']'))
         name = name.substr(1, name.size() - 2);
-    return config::Endpoint{name.empty() ? host : std::string(name), port};
+    return config::Endpoint{name.empty() ? host : std::string(name), *port};
 }
 
 } // namespace
@@ -172,8 +180,10 @@ void Connection::begin(std::string command, std::string noscript_fallback, size_
     if (m_fd) {
         // An idle connection has nothing to say; if it is readable, the server closed it
         // (restart, idle timeout) or sent junk: start afresh rather than fail this round.
+        // So with bytes left over after the last request's replies.
         pollfd p{m_fd.get(), POLLIN, 0};
-        if (::poll(&p, 1, 0) != 0 && !idle_still_usable())
+        if ((::poll(&p, 1, 0) != 0 && !idle_still_usable()) ||
+            (m_reader && m_reader->pending() > 0))
             drop();
     }
     if (m_fd) {
@@ -203,6 +213,7 @@ void Connection::begin(std::string command, std::string noscript_fallback, size_
 
 void Connection::open(std::string command, Clock::time_point now) {
     m_out = handshake(m_server.url, m_asking, m_handshake_replies);
+    m_auth_pending = m_server.url.password.has_value();
     m_check_role = m_server.url.is_sentinel();
     m_out += command;
     m_out_offset = 0;
@@ -253,10 +264,9 @@ void Connection::on_sentinel_answer(Clock::time_point now) {
                       ? util::format("does not know master '{}'", m_server.url.master_name)
                       : "unexpected reply " + describe(reply);
     } else {
-        config::Endpoint master{std::string(text(*reply.element[0])), 0};
-        auto port = text(*reply.element[1]);
-        auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), master.port);
-        if (ec != std::errc{} || end != port.data() + port.size())
+        const auto port = port_number(text(*reply.element[1]));
+        const config::Endpoint master{std::string(text(*reply.element[0])), port.value_or(0)};
+        if (!port)
             problem = "unexpected port " + describe(*reply.element[1]);
         else if (!lookup(master.host, master.port, m_addresses))
             problem = util::format("names master {} that does not resolve", master.display());
@@ -298,7 +308,7 @@ void Connection::connect_next_address(Clock::time_point now) {
             continue;
         }
         m_fd = std::move(fd);
-        m_reader.reset(redisReaderCreate());
+        m_reader.emplace();
         m_connecting = (rc != 0);
         m_deadline = now + m_server.connect_timeout + m_server.command_timeout;
         if (!m_connecting) {
@@ -463,86 +473,91 @@ void Connection::flush(Clock::time_point now) {
 
 void Connection::receive(Clock::time_point now) {
     std::array<char, 16384> buffer; // not zeroed: 16 KB of memset per reply
-    // Over TLS, until the session has nothing more (a record may hold more than was asked
-    // for, and poll() cannot see what OpenSSL already read).
-    while (m_tls) {
-        size_t n = 0;
-        auto status = m_tls->read(buffer.data(), buffer.size(), n);
-        m_tls_wants = status == tls::Session::Status::want_write ? POLLOUT : 0;
-        if (status == tls::Session::Status::want_read || status == tls::Session::Status::want_write)
-            break;
-        if (status == tls::Session::Status::closed) {
-            fail(FailureKind::closed, m_tls->error() + client_certificate_hint(), now);
-            return;
-        }
-        if (status == tls::Session::Status::failed) {
-            fail(FailureKind::io, m_tls->error() + client_certificate_hint(), now);
-            return;
-        }
-        if (redisReaderFeed(m_reader.get(), buffer.data(), n) != REDIS_OK) {
-            fail(FailureKind::protocol, "protocol error", now);
-            return;
-        }
-    }
-    for (;;) {
-        if (m_tls)
-            break;
-        ssize_t n = ::recv(m_fd.get(), buffer.data(), buffer.size(), 0);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK)
-                break;
-            fail(FailureKind::io, errno_text(errno) + tls_port_hint(), now);
-            return;
-        }
-        if (n == 0) {
-            fail(FailureKind::closed, "connection closed by server" + tls_port_hint(), now);
-            return;
-        }
-        if (redisReaderFeed(m_reader.get(), buffer.data(), static_cast<size_t>(n)) != REDIS_OK) {
-            fail(FailureKind::protocol, "protocol error", now);
-            return;
-        }
-        if (static_cast<size_t>(n) < buffer.size())
-            break;
-    }
+    // Each read is taken apart into replies before the next: the bytes of a reply that
+    // ended no longer count against the reader's limit, and once the request has its
+    // replies nothing more is read. So this returns to the poll loop, where deadlines and
+    // signals are looked at, after at most the reader's limit of bytes.
     while (m_busy) {
-        void* raw = nullptr;
-        if (redisReaderGetReply(m_reader.get(), &raw) != REDIS_OK) {
-            fail(FailureKind::protocol, util::format("protocol error: {}", m_reader->errstr), now);
+        size_t n = 0;
+        if (m_tls) {
+            // Over TLS, until the session has nothing more (a record may hold more than was
+            // asked for, and poll() cannot see what OpenSSL already read).
+            auto status = m_tls->read(buffer.data(), buffer.size(), n);
+            m_tls_wants = status == tls::Session::Status::want_write ? POLLOUT : 0;
+            if (status == tls::Session::Status::want_read ||
+                status == tls::Session::Status::want_write)
+                return;
+            if (status == tls::Session::Status::closed) {
+                fail(FailureKind::closed, m_tls->error() + client_certificate_hint(), now);
+                return;
+            }
+            if (status == tls::Session::Status::failed) {
+                fail(FailureKind::io, m_tls->error() + client_certificate_hint(), now);
+                return;
+            }
+        } else {
+            ssize_t got = ::recv(m_fd.get(), buffer.data(), buffer.size(), 0);
+            if (got < 0) {
+                if (errno == EINTR)
+                    continue;
+                if (errno == EAGAIN || errno == EWOULDBLOCK)
+                    return;
+                fail(FailureKind::io, errno_text(errno) + tls_port_hint(), now);
+                return;
+            }
+            if (got == 0) {
+                fail(FailureKind::closed, "connection closed by server" + tls_port_hint(), now);
+                return;
+            }
+            n = static_cast<size_t>(got);
+        }
+        if (auto fed = m_reader->feed(std::string_view(buffer.data(), n)); !fed) {
+            fail(FailureKind::protocol, "protocol error: " + fed.error(), now);
             return;
         }
-        if (!raw)
+        if (!take_replies(now) || (!m_tls && n < buffer.size()))
             return;
-        handle_reply(ReplyPtr(static_cast<redisReply*>(raw)), now);
     }
+}
+
+// The replies read so far, to handle_reply; false once reading must stop: the request has
+// its replies, failed, or went elsewhere (a redirection).
+bool Connection::take_replies(Clock::time_point now) {
+    const unsigned drops = m_drops;
+    while (m_busy) {
+        auto reply = m_reader->next();
+        if (!reply) {
+            fail(FailureKind::protocol, "protocol error: " + reply.error(), now);
+            return false;
+        }
+        if (!*reply)
+            return true;
+        handle_reply(std::move(*reply), now);
+        if (m_drops != drops)
+            return false;
+    }
+    return false;
 }
 
 void Connection::handle_reply(ReplyPtr reply, Clock::time_point now) {
     m_answered = true;
     if (m_handshake_replies > 0) {
         --m_handshake_replies;
-        if (is_error(*reply)) {
-            bool auth = is_auth_error(*reply);
-            if (m_handshake_replies == 0 && m_check_role)
-                fail(auth ? FailureKind::auth : FailureKind::setup,
-                     util::format("ROLE refused (a master behind redis-sentinel:// is checked "
-                                  "with ROLE): {}",
-                                  text(*reply)),
-                     now);
-            else if (auth)
-                fail(FailureKind::auth, util::format("authentication refused: {}", text(*reply)),
-                     now);
-            else
-                fail(FailureKind::setup, std::string(text(*reply)), now);
-        } else if (m_handshake_replies == 0 && m_check_role && role_of(*reply) != "master") {
-            fail(FailureKind::setup,
-                 util::format("the sentinels name it master '{}', but it is a {} (ROLE); a "
-                              "failover in progress?",
-                              m_server.url.master_name, role_of(*reply)),
-                 now);
-        }
+        const bool auth_reply = std::exchange(m_auth_pending, false);
+        const bool role_reply = m_handshake_replies == 0 && m_check_role;
+        if (!m_setup_failure)
+            m_setup_failure = handshake_failure(*reply, auth_reply, role_reply);
+        return;
+    }
+    if (m_setup_failure) {
+        // The request's own reply, after a handshake step was refused: the server ran it all
+        // the same (as the user the connection was already logged in as, the default user
+        // when it needs no password; in database 0), unless the reply says it did not.
+        Outcome outcome;
+        outcome.written = !(is_error(*reply) && refused_before_running(text(*reply)));
+        outcome.reply = std::move(reply);
+        auto failure = *std::exchange(m_setup_failure, std::nullopt);
+        end_in_failure(std::move(outcome), failure.kind, std::move(failure.detail), now);
         return;
     }
     if (is_error(*reply)) {
@@ -701,9 +716,45 @@ Connection::Stream Connection::detach() {
     return stream;
 }
 
+std::optional<Failure> Connection::handshake_failure(const redisReply& reply, bool auth_reply,
+                                                     bool role_reply) const {
+    if (is_error(reply)) {
+        const bool auth = is_auth_error(reply);
+        if (auth_reply)
+            return Failure{FailureKind::auth,
+                           util::format("authentication refused: {}", text(reply))};
+        if (role_reply)
+            return Failure{auth ? FailureKind::auth : FailureKind::setup,
+                           util::format("ROLE refused (a master behind redis-sentinel:// is "
+                                        "checked with ROLE): {}",
+                                        text(reply))};
+        if (auth)
+            return Failure{FailureKind::auth,
+                           describe_refusal(text(reply), m_server.url.password.has_value())};
+        return Failure{FailureKind::setup, std::string(text(reply))};
+    }
+    if (role_reply && role_of(reply) != "master")
+        return Failure{FailureKind::setup,
+                       util::format("the sentinels name it master '{}', but it is a {} (ROLE); a "
+                                    "failover in progress?",
+                                    m_server.url.master_name, role_of(reply))};
+    return std::nullopt;
+}
+
 void Connection::fail(FailureKind kind, std::string detail, Clock::time_point now) {
+    // A handshake step was refused before: that is the cause, what came after it (the
+    // connection closed, the timeout) only ended the wait for the request's reply.
+    if (m_setup_failure) {
+        kind = m_setup_failure->kind;
+        detail = std::move(m_setup_failure->detail);
+    }
     Outcome outcome;
     outcome.written = m_fd && !m_connecting && m_out_offset >= m_out.size();
+    end_in_failure(std::move(outcome), kind, std::move(detail), now);
+}
+
+void Connection::end_in_failure(Outcome outcome, FailureKind kind, std::string detail,
+                                Clock::time_point now) {
     if (!m_node.empty() && !m_sentinel)
         detail = util::format("{} {}: {}", m_moved ? "node" : "master", m_node, detail);
     // A slot owner learned from MOVED that fails: the next request asks the configured node
@@ -730,6 +781,7 @@ void Connection::finish(Outcome outcome) {
 }
 
 void Connection::drop() {
+    ++m_drops;
     m_sentinel.reset();
     m_retry_at.reset();
     m_fd.reset();
@@ -740,6 +792,8 @@ void Connection::drop() {
     m_tls_handshake = false;
     m_tls_wants = 0;
     m_handshake_replies = 0;
+    m_auth_pending = false;
+    m_setup_failure.reset();
     m_first_reply.reset();
     m_trailing_replies.clear();
     m_out.clear();

@@ -5,7 +5,9 @@
 //
 // A connection carries one request at a time. It connects lazily, pipelines AUTH and SELECT
 // in front of the first request, and is dropped after any failure (the next request
-// reconnects), so a server that comes back is used again without a restart.
+// reconnects), so a server that comes back is used again without a restart. A refused AUTH
+// (or SELECT) does not stop the server from running the request behind it: the outcome is
+// then the refusal, with the request's reply and whether it ran (Outcome::written).
 //
 // Two kinds of server move under us, and a connection follows them:
 // - redis-sentinel://: each connect first asks the sentinels (one after another, the last
@@ -26,6 +28,7 @@
 #include <vector>
 
 #include "config/config.hpp"
+#include "redis/reader.hpp"
 #include "redis/reply.hpp"
 #include "redis/tls.hpp"
 #include "util/clock.hpp"
@@ -55,12 +58,13 @@ struct Failure {
 // What became of one request on one server: a reply (which may be an error reply), or a
 // failure to get one.
 struct Outcome {
-    ReplyPtr reply;
+    ReplyPtr reply; // with a failure: the request's reply after a refused AUTH or SELECT
     std::vector<ReplyPtr> trailing; // replies to the commands pipelined after it (WAIT)
     std::optional<Failure> failure;
     Clock::duration latency{};
     // The request left in full (a failure after that may still have run it on the
-    // server); false when it failed while connecting or writing.
+    // server); false when it failed while connecting or writing, or when its reply after
+    // a refused handshake step says that it did not run.
     bool written = true;
 };
 
@@ -134,9 +138,14 @@ class Connection {
     void retry(Clock::time_point now);
     void finish(Outcome outcome);
     void fail(FailureKind kind, std::string detail, Clock::time_point now);
+    void end_in_failure(Outcome outcome, FailureKind kind, std::string detail,
+                        Clock::time_point now);
+    [[nodiscard]] std::optional<Failure> handshake_failure(const redisReply& reply, bool auth_reply,
+                                                           bool role_reply) const;
     void drop();
     void flush(Clock::time_point now);
     void receive(Clock::time_point now);
+    bool take_replies(Clock::time_point now);
     void start_tls(Clock::time_point now);
     void continue_tls_handshake(Clock::time_point now);
     // An idle connection that became readable: closed by the server, or junk. Over TLS it
@@ -170,7 +179,8 @@ class Connection {
     int m_tryagain = 0;                          // TRYAGAIN replies to this request
 
     util::UniqueFd m_fd;
-    ReaderPtr m_reader;
+    std::optional<Reader> m_reader;
+    unsigned m_drops = 0; // drop() calls: a reply that made us drop ends the reading
     bool m_connecting = false;
     bool m_answered = false;           // a reply came on this connection
     std::optional<tls::Session> m_tls; // rediss://
@@ -178,7 +188,11 @@ class Connection {
     short m_tls_wants = 0;             // POLLIN/POLLOUT the session waits for
     bool m_busy = false;
     int m_handshake_replies = 0; // AUTH/SELECT replies still to come before the request's
-    std::string m_out;           // bytes not yet written
+    bool m_auth_pending = false; // the next of them is AUTH's
+    // A handshake step refused: the request pipelined behind it runs on the server all the
+    // same, so its reply is awaited (it says whether it ran) before failing with this.
+    std::optional<Failure> m_setup_failure;
+    std::string m_out; // bytes not yet written
     size_t m_out_offset = 0;
     std::string m_fallback;
     size_t m_trailing = 0;  // replies still to come after the first (start_pipelined)

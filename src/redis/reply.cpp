@@ -61,6 +61,31 @@ bool is_auth_error(const redisReply& r) {
            t.find("NOPERM") != std::string_view::npos;
 }
 
+bool refused_before_running(std::string_view error) {
+    // A command a script calls that the ACL refuses answers "ERR The user executing the
+    // script can't ..." (Redis 7.0) or NOPERM with "script:" in the text (7.2): after what
+    // the script did before it.
+    return error.starts_with("NOAUTH") || error.starts_with("WRONGPASS") ||
+           (error.starts_with("NOPERM") && error.find("script:") == std::string_view::npos) ||
+           error.starts_with("NOSCRIPT") || error.starts_with("ERR unknown command") ||
+           error.starts_with("MOVED ") || error.starts_with("ASK ") ||
+           error.starts_with("TRYAGAIN") || error.starts_with("CROSSSLOT") ||
+           error.find("Protocol error: unauthenticated") != std::string_view::npos;
+}
+
+std::string describe_refusal(std::string_view error, bool password_given) {
+    const bool unauthenticated =
+        error.starts_with("NOAUTH") ||
+        error.find("Protocol error: unauthenticated") != std::string_view::npos;
+    if (unauthenticated && !password_given)
+        return util::format("the server requires a password and none was given ({})", error);
+    if (error.starts_with("NOPERM") ||
+        error.find("can't run this command") != std::string_view::npos ||
+        error.find("can't access") != std::string_view::npos)
+        return util::format("permission denied by the server's ACL: {}", error);
+    return std::string(error);
+}
+
 std::string describe(const redisReply& r) {
     switch (r.type) {
     case REDIS_REPLY_STRING:

@@ -32,6 +32,14 @@ using ReaderPtr = std::unique_ptr<redisReader, ReaderDeleter>;
 }
 // True for the error replies that mean "authentication or permission refused".
 [[nodiscard]] bool is_auth_error(const redisReply& r);
+// True when an error reply says that the command was refused before it ran, so that it
+// changed nothing: not authenticated, refused by the ACL (not a command a script called),
+// an unknown script or command, keys that are not on this cluster node.
+[[nodiscard]] bool refused_before_running(std::string_view error);
+// An authentication or permission error reply in words for a message: a missing password
+// ("the server requires a password and none was given (NOAUTH ...)") when none was given,
+// an ACL refusal ("permission denied by the server's ACL: NOPERM ..."); else as it is.
+[[nodiscard]] std::string describe_refusal(std::string_view error, bool password_given);
 // True when an error reply says the EVALSHA command itself was refused (ACL NOPERM for
 // 'evalsha', or an unknown command: renamed or disabled), not a command the script calls.
 [[nodiscard]] bool refuses_evalsha(std::string_view error);

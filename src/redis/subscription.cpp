@@ -23,6 +23,11 @@ void Subscription::collect() {
     for (size_t i = 0; i < m_conns.size(); ++i) {
         auto& conn = m_conns[i];
         const auto& outcome = conn.outcome();
+        if (!m_fds[i] && !conn.busy() && outcome && outcome->failure &&
+            outcome->failure->kind == FailureKind::protocol) {
+            m_refused[i] = true; // junk, or a reply past the reader's limits: as in drain()
+            continue;
+        }
         if (m_fds[i] || conn.busy() || !outcome || !outcome->reply || conn.fd() < 0)
             continue;
         const redisReply& reply = *outcome->reply;
@@ -32,7 +37,7 @@ void Subscription::collect() {
             auto stream = conn.detach();
             m_fds[i] = std::move(stream.fd);
             m_tls[i] = std::move(stream.tls);
-            m_readers[i].reset(redisReaderCreate());
+            m_readers[i].emplace();
         } else if (is_error(reply)) // NOPERM: this user may not use the channel
             m_refused[i] = is_auth_error(reply) || text(reply).starts_with("NOPERM");
     }
@@ -74,19 +79,17 @@ void Subscription::add_pollfds(std::vector<pollfd>& fds) const {
             fds.push_back(pollfd{fd.get(), POLLIN, 0});
 }
 
-void Subscription::read_notices(size_t i, std::string_view bytes) {
-    redisReader* reader = m_readers[i].get();
-    if (!reader || redisReaderFeed(reader, bytes.data(), bytes.size()) != REDIS_OK)
-        return;
+bool Subscription::read_notices(size_t i, std::string_view bytes) {
+    Reader& reader = *m_readers[i];
+    if (!reader.feed(bytes))
+        return false;
     for (;;) {
-        void* raw = nullptr;
-        if (redisReaderGetReply(reader, &raw) != REDIS_OK) {
-            m_readers[i].reset(); // junk: it still wakes, but says nothing more
-            return;
-        }
-        if (!raw)
-            return;
-        ReplyPtr reply(static_cast<redisReply*>(raw));
+        auto next = reader.next();
+        if (!next)
+            return false;
+        if (!*next)
+            return true;
+        ReplyPtr reply = std::move(*next);
         // ["message", channel, payload]; the payload is the count of waiters, or "released",
         // or "shortened" (a lease cut short: no count, but news all the same).
         if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 3 ||
@@ -129,41 +132,57 @@ void Subscription::read_notices(size_t i, std::string_view bytes) {
 
 bool Subscription::drain(size_t i) {
     std::array<char, 4096> buffer{};
-    // Over TLS, until the session has nothing more: what OpenSSL already read, poll()
-    // cannot see.
-    while (m_tls[i]) {
+    // A bounded number of reads per wake-up, so that a server sending without pause cannot
+    // keep the waiter from its signals and deadlines. More than that at once is no stream
+    // of notices (a few dozen bytes each) but a flood: junk.
+    constexpr int k_max_reads = 64;
+    for (int reads = 0; reads < k_max_reads; ++reads) {
         size_t n = 0;
-        switch (m_tls[i]->read(buffer.data(), buffer.size(), n)) {
-        case tls::Session::Status::done:
-            read_notices(i, std::string_view(buffer.data(), n));
-            continue;
-        case tls::Session::Status::want_read:
-        case tls::Session::Status::want_write: // a key update; the next event goes on
-            return true;
-        case tls::Session::Status::closed:
-        case tls::Session::Status::failed:
-            m_tls[i].reset();
-            m_fds[i].reset();
-            m_readers[i].reset();
-            m_lost = true;
+        if (m_tls[i]) {
+            // Until the session has nothing more: what OpenSSL already read, poll() cannot
+            // see.
+            switch (m_tls[i]->read(buffer.data(), buffer.size(), n)) {
+            case tls::Session::Status::done:
+                break;
+            case tls::Session::Status::want_read:
+            case tls::Session::Status::want_write: // a key update; the next event goes on
+                return true;
+            case tls::Session::Status::closed:
+            case tls::Session::Status::failed:
+                drop(i, false);
+                return false;
+            }
+        } else {
+            ssize_t got = ::recv(m_fds[i].get(), buffer.data(), buffer.size(), MSG_DONTWAIT);
+            if (got < 0 && errno == EINTR)
+                continue;
+            if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+                return true;
+            if (got <= 0) { // closed by the server (restart, CLIENT KILL) or an error
+                drop(i, false);
+                return false;
+            }
+            n = static_cast<size_t>(got);
+        }
+        if (!read_notices(i, std::string_view(buffer.data(), n))) {
+            drop(i, true);
             return false;
         }
     }
-    for (;;) {
-        ssize_t n = ::recv(m_fds[i].get(), buffer.data(), buffer.size(), MSG_DONTWAIT);
-        if (n > 0) {
-            read_notices(i, std::string_view(buffer.data(), static_cast<size_t>(n)));
-            continue;
-        }
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            return true;
-        m_fds[i].reset(); // closed by the server (restart, CLIENT KILL) or an error
-        m_readers[i].reset();
+    drop(i, true);
+    return false;
+}
+
+void Subscription::drop(size_t i, bool junk) {
+    m_tls[i].reset();
+    m_fds[i].reset();
+    m_readers[i].reset();
+    // A server that sends junk is not listened to again, as one that refused: subscribed
+    // again, it would only send more.
+    if (junk)
+        m_refused[i] = true;
+    else
         m_lost = true;
-        return false;
-    }
 }
 
 void Subscription::remember(std::string id) {
@@ -210,9 +229,9 @@ bool Subscription::on_events(std::span<const pollfd> fds) {
             continue;
         if (k < fds.size() && fds[k].fd == m_fds[i].get() && fds[k].revents != 0) {
             m_released = false;
-            // A lost connection wakes, and so does junk that is no notice at all (its
-            // reader is gone): better an attempt too many.
-            if (!drain(i) || m_released || !m_readers[i])
+            // A lost connection wakes, and so does junk that is no notice at all (that
+            // server is not listened to any more): better an attempt too many.
+            if (!drain(i) || m_released)
                 woken = true;
         }
         ++k;

@@ -2,9 +2,10 @@
 // Waiting for a notice on one pub/sub channel on several servers at once: a lock's
 // release (lock::release_channel). Each server gets a connection of its own in subscribe
 // mode. A release notice, a lease cut short ("shortened ID": the holder's PTTL changed),
-// the connection closing, or bytes that make no sense all mean "something happened, look
-// again"; what is read besides is advice for spreading out a crowd of waiters: how many
-// there are (the release's count) and "acquired" (someone won, which wakes nobody).
+// the connection closing, or bytes that make no sense (that server is then not listened
+// to any more) all mean "something happened, look again"; what is read besides is advice
+// for spreading out a crowd of waiters: how many there are (the release's count) and
+// "acquired" (someone won, which wakes nobody).
 
 #include <array>
 #include <optional>
@@ -26,7 +27,7 @@ class Subscription {
 
     // SUBSCRIBE on every server not subscribed yet (or lost since), all at once; returns
     // once a majority of the servers are subscribed or every attempt has ended. A server
-    // that refused (an ACL allowing no channels) is not asked again.
+    // that refused (an ACL allowing no channels), or sent junk, is not asked again.
     void subscribe();
     // Subscribed now, on how many servers.
     [[nodiscard]] size_t live() const;
@@ -61,14 +62,17 @@ class Subscription {
   private:
     // Reads what is there; false when the connection is gone (it is closed here).
     bool drain(size_t i);
-    void read_notices(size_t i, std::string_view bytes);
+    // False when the bytes are no notices (not RESP, or a reply past the reader's limits).
+    bool read_notices(size_t i, std::string_view bytes);
+    // Closes subscription `i`: lost (the server closed it), or junk (not asked again).
+    void drop(size_t i, bool junk);
     void collect();
 
     std::string m_channel;
     std::vector<Connection> m_conns;                // for connecting, AUTH, SELECT and SUBSCRIBE
     std::vector<util::UniqueFd> m_fds;              // the subscribed sockets
     std::vector<std::optional<tls::Session>> m_tls; // their TLS sessions (rediss://)
-    std::vector<ReaderPtr> m_readers;               // and what they say
+    std::vector<std::optional<Reader>> m_readers;   // and what they say
     std::optional<long long> m_waiters;
     bool m_released = false; // drain() read a release notice
     bool m_taken = false;

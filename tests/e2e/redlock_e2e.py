@@ -515,7 +515,9 @@ class RedisCluster:
 class FakeRedis:
     """A hostile "Redis server" on loopback: it reads RESP commands and answers each with
     reply(args), args being the command's words as bytes, the answer raw RESP bytes (None
-    closes the connection). Stopped by stop() (E2ETest.fake_redis registers it)."""
+    closes the connection), or an iterable of them, sent one after the other for as long
+    as it yields them and the peer reads (a flood, or bytes trickling forever). Stopped by
+    stop() (E2ETest.fake_redis registers it)."""
 
     def __init__(self, reply):
         self.reply = reply
@@ -559,7 +561,13 @@ class FakeRedis:
                 answer = self.reply(args)
                 if answer is None:
                     return
-                conn.sendall(answer)
+                if isinstance(answer, (bytes, bytearray)):
+                    conn.sendall(answer)
+                    continue
+                for chunk in answer:
+                    if self._stopped:
+                        return
+                    conn.sendall(chunk)
         except (OSError, ValueError):
             return
         finally:

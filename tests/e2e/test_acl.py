@@ -9,7 +9,7 @@ import json
 import os
 import unittest
 
-from redlock_e2e import E2ETest
+from redlock_e2e import LOCK_ACL_RULES, E2ETest
 
 USER, PASSWORD = "locker", "pw-locker-1"
 README = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "README.md")
@@ -64,6 +64,63 @@ class AclTest(E2ETest):
         self.assertStatus(r, 77)
         self.assertIn("expires by its ttl", r.stderr)
         self.assertMessages(r.stderr, min_lines=2)
+
+    # -- refusals: what is said, and that a refused attempt leaves nothing behind -------
+
+    WRONGPASS = "authentication refused: WRONGPASS invalid username-password pair or user is " \
+                "disabled."
+
+    def test_a_refused_password_leaves_no_lock_behind(self):
+        # The default user needs no password, so Redis runs the script pipelined behind the
+        # refused AUTH as the default user: the attempt is released all the same.
+        server, good = self.server_for(LOCK_ACL_RULES)
+        for url in (server.url(username=USER, password="not-the-password"),
+                    server.url(username="nosuch", password=PASSWORD)):
+            for command in (["run", "-k", "x", "--", "touch", self.path("ran")],
+                            ["acquire", "x"]):
+                with self.subTest(url=url, command=command[0]):
+                    r = self.run_redlock(["-s", url, *command])
+                    self.assertStatus(r, 77)
+                    self.assertEqual(r.stderr, f"redlock: cannot lock 'x': 127.0.0.1:"
+                                               f"{server.port}: {self.WRONGPASS}\n")
+                    self.assertEqual(r.stdout, "")
+                    self.assertFalse(os.path.exists(self.path("ran")))
+                    self.assertKeyGone(server, "lock:x")
+                    self.assertKeyGone(server, "{lock:x}:meta")
+                    # The next run with the right password is not kept waiting.
+                    r = self.run_redlock(["-s", good, "run", "-k", "x", "-n", "--", "true"])
+                    self.assertStatus(r, 0)
+
+    def test_a_refused_password_that_ran_nothing_says_only_that(self):
+        # The default user needs a password too: nothing ran, nothing to clean up.
+        server = self.redis_server(requirepass=PASSWORD)
+        r = self.run_redlock(["-s", server.url(password="not-the-password"), "run", "-k", "x",
+                              "--", "true"])
+        self.assertStatus(r, 77)
+        self.assertEqual(r.stderr, f"redlock: cannot lock 'x': 127.0.0.1:{server.port}: "
+                                   f"{self.WRONGPASS}\n")
+
+    def test_an_acl_refusal_is_said_as_such_and_nothing_is_cleaned_up(self):
+        denied = ("permission denied by the server's ACL: NOPERM this user has no permissions "
+                  "to access one of the keys used as arguments")
+        # A user that needs no password (the default user), and one that gave the right one.
+        nopass = self.redis_server(extra_args=("--user", "default", "on", "nopass", "resetkeys",
+                                               "~other:*", "+@all"))
+        server, url = self.server_for("on ~other:* +@all")
+        for url, port in ((nopass.url(), nopass.port), (url, server.port)):
+            with self.subTest(url=url):
+                r = self.run_redlock(["-s", url, "run", "-k", "x", "--", "true"])
+                self.assertStatus(r, 77)
+                # The refusal came before the script ran: no "could not clean up" note.
+                self.assertEqual(r.stderr, f"redlock: cannot lock 'x': 127.0.0.1:{port}: "
+                                           f"{denied}\n")
+        # A command refused: named.
+        server, url = self.server_for(LOCK_ACL_RULES + " -eval -evalsha")
+        r = self.run_redlock(["-s", url, "run", "-k", "x", "--", "true"])
+        self.assertStatus(r, 77)
+        self.assertEqual(r.stderr, f"redlock: cannot lock 'x': 127.0.0.1:{server.port}: "
+                                   "permission denied by the server's ACL: NOPERM this user has "
+                                   "no permissions to run the 'eval' command\n")
 
     def test_the_readme_least_privilege_user_can_do_everything(self):
         rules = documented_acl_rules()

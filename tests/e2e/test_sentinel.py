@@ -174,5 +174,25 @@ url = "{self.sentinel.url()}"
         self.assertEqual(holder.release(), 0)
 
 
+class SentinelAnswerTest(E2ETest):
+    """What a sentinel answers is checked before it is used (no real sentinel needed)."""
+
+    def test_a_port_out_of_range_is_refused_not_wrapped_around(self):
+        # 65536 + P reaches port P once cut to 16 bits: a server there must never be asked.
+        target = self.fake_redis(lambda args: b"-ERR should not be asked\r\n")
+        for port in (str(65536 + target.port), "0", "-1", "6379x"):
+            with self.subTest(port=port):
+                sentinel = self.fake_redis(lambda args, port=port: resp_array("127.0.0.1", port))
+                r = self.run_redlock(["-s", f"redis-sentinel://127.0.0.1:{sentinel.port}#mymaster",
+                                      "run", "-k", "s", "--", "touch", self.path("ran")])
+                self.assertStatus(r, 69)
+                self.assertEqual(r.stderr, f"redlock: cannot lock 's': sentinel:127.0.0.1:"
+                                           f"{sentinel.port}#mymaster: no sentinel gave the "
+                                           f"address of master 'mymaster': 127.0.0.1:"
+                                           f"{sentinel.port}: unexpected port {port}\n")
+                self.assertFalse(os.path.exists(self.path("ran")))
+        self.assertEqual(target.commands, [])
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -2,6 +2,8 @@
 #include <chrono>
 #include <string>
 #include <string_view>
+#include <sys/resource.h>
+#include <thread>
 #include <vector>
 
 #include <doctest/doctest.h>
@@ -11,6 +13,7 @@
 #include "lock/scripts.hpp"
 #include "redis/connection.hpp"
 #include "redis/fanout.hpp"
+#include "support/fake_server.hpp"
 #include "support/redis_server.hpp"
 
 using namespace std::chrono_literals;
@@ -20,6 +23,7 @@ using redlock::redis::Connection;
 using redlock::redis::FailureKind;
 using redlock::redis::Outcome;
 using redlock::test::AclUser;
+using redlock::test::FakeServer;
 using redlock::test::RedisServer;
 using redlock::test::RedisServerOptions;
 
@@ -143,6 +147,38 @@ TEST_CASE("a wrong password of an ACL user is an auth failure") {
     REQUIRE(outcome.failure);
     CHECK(outcome.failure->kind == FailureKind::auth);
     CHECK(outcome.failure->detail.find("not-the-pass") == std::string::npos);
+}
+
+TEST_CASE("a request behind a refused AUTH is run by the server all the same, and says so") {
+    // The default user needs no password: the request runs as the default user.
+    RedisServerOptions options;
+    options.acl_user = AclUser{"app", "app-pass", "on ~* &* +@all"};
+    RedisServer server(options);
+    Connection conn(server_config(port_url(server, "app:not-the-pass@")));
+    const auto& ran = request(conn, encode({"SET", "k", "v"}));
+    REQUIRE(ran.failure);
+    CHECK(ran.failure->kind == FailureKind::auth);
+    CHECK(ran.failure->detail.starts_with("authentication refused: WRONGPASS"));
+    CHECK(ran.written);
+    REQUIRE(ran.reply);
+    CHECK(redlock::redis::describe(*ran.reply) == "OK");
+    CHECK(server.command({"GET", "k"}) == "v");
+    CHECK(conn.fd() < 0);
+}
+
+TEST_CASE("a request behind a refused AUTH that the server refused too did not run") {
+    RedisServerOptions options;
+    options.requirepass = "right";
+    RedisServer server(options);
+    Connection conn(server_config(port_url(server, ":wrong@")));
+    const auto& refused = request(conn, encode({"SET", "k", "v"}));
+    REQUIRE(refused.failure);
+    CHECK(refused.failure->kind == FailureKind::auth);
+    CHECK(refused.failure->detail.starts_with("authentication refused: WRONGPASS"));
+    CHECK_FALSE(refused.written);
+    REQUIRE(refused.reply);
+    CHECK(redlock::redis::text(*refused.reply).starts_with("NOAUTH"));
+    CHECK(server.command({"EXISTS", "k"}) == "0");
 }
 
 TEST_CASE("a request without the password a server requires gets a NOAUTH error reply") {
@@ -315,4 +351,112 @@ TEST_CASE("abandoning a request in flight makes it a timeout and closes the sock
     CHECK(conn.fd() < 0);
     server.thaw();
     CHECK(reply_of(conn, {"PING"}) == "PONG");
+}
+
+namespace {
+
+// The peak resident size of this process so far, in KB.
+long peak_rss_kb() {
+    rusage usage{};
+    ::getrusage(RUSAGE_SELF, &usage);
+    return usage.ru_maxrss;
+}
+
+// A request to a server answering with what `answer` sends, with 1 s timeouts: what it cost.
+// A hostile server must not hold it much past its timeout, nor make it allocate what the
+// reply claims. The bounds are generous: they catch minutes and gigabytes.
+struct Hostile {
+    FakeServer server;
+    Connection conn;
+    const Outcome* outcome = nullptr;
+
+    explicit Hostile(FakeServer::Answer answer)
+        : server(std::move(answer)), conn(server_config(server.url(), 1s, 1s)) {
+        const long rss_before = peak_rss_kb();
+        const auto started = Clock::now();
+        outcome = &request(conn, encode({"PING"}));
+        CHECK(Clock::now() - started < 20s);
+        CHECK(peak_rss_kb() - rss_before < 200 * 1024);
+        CHECK(conn.fd() < 0); // dropped
+    }
+};
+
+// Sends `head`, then `body` again and again until the peer is gone.
+FakeServer::Answer flood(std::string head, std::string body) {
+    return [head, body](const FakeServer::Peer& peer) {
+        if (peer.send(head))
+            while (peer.send(body)) {
+            }
+    };
+}
+
+std::string repeat(std::string_view s, size_t n) {
+    std::string out;
+    for (size_t i = 0; i < n; ++i)
+        out += s;
+    return out;
+}
+
+} // namespace
+
+TEST_CASE("an array claiming 2^31-1 elements is a protocol failure, not 16 GB") {
+    Hostile hostile(flood("*2147483647\r\n", repeat(":1\r\n", 16384)));
+    REQUIRE(hostile.outcome->failure);
+    CHECK(hostile.outcome->failure->kind == FailureKind::protocol);
+    CHECK(hostile.outcome->failure->detail ==
+          "protocol error: reply too large: array of 2147483647 elements");
+}
+
+TEST_CASE("a bulk string claiming 2^31 bytes is a protocol failure, not buffered") {
+    Hostile hostile(flood("$2147483648\r\n", std::string(65536, 'x')));
+    REQUIRE(hostile.outcome->failure);
+    CHECK(hostile.outcome->failure->kind == FailureKind::protocol);
+    CHECK(hostile.outcome->failure->detail ==
+          "protocol error: reply too large: bulk string of 2147483648 bytes");
+}
+
+TEST_CASE("a million nested array headers are a protocol failure") {
+    Hostile hostile(
+        [](const FakeServer::Peer& peer) { (void)peer.send(repeat("*1\r\n", 1'000'000)); });
+    REQUIRE(hostile.outcome->failure);
+    CHECK(hostile.outcome->failure->kind == FailureKind::protocol);
+    CHECK(hostile.outcome->failure->detail ==
+          "protocol error: No support for nested multi bulk replies with depth > 7");
+}
+
+TEST_CASE("a reply that never ends is a timeout at the command timeout") {
+    Hostile hostile([](const FakeServer::Peer& peer) {
+        if (peer.send("$1000000\r\n"))
+            while (peer.send("x"))
+                std::this_thread::sleep_for(10ms);
+    });
+    REQUIRE(hostile.outcome->failure);
+    CHECK(hostile.outcome->failure->kind == FailureKind::timeout);
+    CHECK(hostile.outcome->failure->detail == "timed out");
+    CHECK(hostile.outcome->latency >= 1s);
+}
+
+TEST_CASE("a real server's replies are read up to the limits and refused past them") {
+    RedisServer server;
+    Connection conn(server_config(server.url()));
+    const auto limit = std::to_string(redlock::redis::k_max_reply_elements);
+    REQUIRE(reply_of(conn, {"EVAL", "for i = 1, ARGV[1] do redis.call('rpush', KEYS[1], i) end",
+                            "1", "list", limit}) == "(nil)");
+    CHECK(reply_of(conn, {"LRANGE", "list", "0", "-1"}) == "(array of " + limit + ")");
+    CHECK(reply_of(conn, {"RPUSH", "list", "one more"}) == "(integer) 65537");
+    const auto& too_many = request(conn, encode({"LRANGE", "list", "0", "-1"}));
+    REQUIRE(too_many.failure);
+    CHECK(too_many.failure->kind == FailureKind::protocol);
+    CHECK(too_many.failure->detail == "protocol error: reply too large: array of 65537 elements");
+    CHECK(conn.fd() < 0);
+    // The next request connects afresh.
+    const std::string big(redlock::redis::k_max_reply_bytes - 100, 'v');
+    CHECK(reply_of(conn, {"SET", "big", big}) == "OK");
+    CHECK(reply_of(conn, {"STRLEN", "big"}) == "(integer) " + std::to_string(big.size()));
+    CHECK(reply_of(conn, {"GET", "big"}) == big);
+    CHECK(reply_of(conn, {"APPEND", "big", std::string(200, 'v')}).starts_with("(integer)"));
+    const auto& too_big = request(conn, encode({"GET", "big"}));
+    REQUIRE(too_big.failure);
+    CHECK(too_big.failure->detail == "protocol error: reply too large: bulk string of " +
+                                         std::to_string(big.size() + 200) + " bytes");
 }
