@@ -1,6 +1,6 @@
 #pragma once
-// Pieces shared by the commands: reporting an error as message + exit status, the
-// acquisition loop with --wait, and human-readable durations for output.
+// Pieces shared by the commands: the one place where an error or a job's outcome becomes
+// an exit status (and its message), command output on stdout, and durations for people.
 
 #include <chrono>
 #include <optional>
@@ -8,10 +8,10 @@
 #include <string_view>
 #include <vector>
 
-#include "config/config.hpp"
+#include "job/acquire.hpp"
+#include "job/run.hpp"
 #include "lock/holder.hpp"
 #include "lock/lock.hpp"
-#include "process/signals.hpp"
 #include "util/error.hpp"
 
 namespace redlock::cli {
@@ -24,36 +24,14 @@ int report(const util::Error& error);
 // answered are not: their release was sent, or is being finished in the background.
 void note_release(std::string_view name, const std::vector<lock::ServerResult>& results);
 
-enum class AcquireOutcome { acquired, conflict, interrupted };
-
-struct Acquisition {
-    AcquireOutcome outcome = AcquireOutcome::conflict;
-    int signal = 0; // the signal that interrupted waiting
-};
-
-// Tries to acquire, retrying with a jittered delay while the lock is held by another owner
-// until `wait` runs out (nullopt: forever; 0: a single attempt). Servers that cannot be
-// reached are never waited on: that is an error at once. A forwarded signal interrupts.
-// With `min_validity`, an acquisition that leaves less than that of the lease is released
-// and counts as not acquired.
-[[nodiscard]] util::Expected<Acquisition>
-acquire_waiting(lock::Lock& lock, std::string_view name,
-                std::optional<std::chrono::milliseconds> wait, process::SignalEvents& signals,
-                bool fair = false, std::optional<std::chrono::milliseconds> min_validity = {});
-
 // The exit status when acquisition did not end with the lock: the error's, 128+N for an
 // interrupting signal, or `conflict_exit_code`. nullopt when the lock was acquired.
-[[nodiscard]] std::optional<int> unless_acquired(const util::Expected<Acquisition>& acquisition,
-                                                 int conflict_exit_code);
+[[nodiscard]] std::optional<int>
+unless_acquired(const util::Expected<job::Acquisition>& acquisition, int conflict_exit_code);
 
-// The lock NAME under the config's key prefix, with its metadata key.
-[[nodiscard]] lock::Lock make_lock(const config::Config& config, const std::string& name,
-                                   std::string token, std::chrono::milliseconds ttl,
-                                   std::vector<std::string> holder = {});
-
-// The passwords redlock knows of (its servers', and redis-cli's REDISCLI_AUTH), to be
-// masked wherever they would be stored or shown.
-[[nodiscard]] std::vector<std::string> known_secrets(const config::Config& config);
+// The exit status of a run (the contract's table): PROGRAM's own, 79 lost, 124 max-hold,
+// `conflict_exit_code` when not acquired, 128+N interrupted, or the error's (said here).
+[[nodiscard]] int exit_status(const job::RunResult& result, int conflict_exit_code);
 
 // Writes command output to stdout (which belongs to the commands' output, not to messages).
 // Returns false, after saying why on stderr, when it could not be written: a full disk, a

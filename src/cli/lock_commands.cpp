@@ -8,6 +8,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
+#include "cli/stderr_observer.hpp"
 #include "lock/holder.hpp"
 #include "lock/inspect.hpp"
 #include "lock/name.hpp"
@@ -103,12 +104,14 @@ int acquire_command(const AcquireOptions& options, const config::Config& config)
         command = {"(redlock acquire)"};
     // The holder is the script that asked: redlock itself exits right away.
     auto holder =
-        lock::current_holder(command, static_cast<long>(::getppid()), known_secrets(config));
+        lock::current_holder(command, static_cast<long>(::getppid()), job::known_secrets(config));
     holder.ttl_ms = options.ttl.count();
     auto token = util::random_token();
-    auto lock =
-        make_lock(config, options.name, token, options.ttl, lock::holder_fields(holder, token));
-    auto acquired = acquire_waiting(lock, options.name, options.wait, *signals, options.fair);
+    auto lock = job::make_lock(config, options.name, token, options.ttl,
+                               lock::holder_fields(holder, token));
+    StderrObserver observer(options.name);
+    auto acquired =
+        job::acquire(lock, options.name, {options.wait, options.fair, {}}, *signals, observer);
     if (auto status = unless_acquired(acquired, options.conflict_exit_code))
         return *status;
     token = lock.token(); // each attempt has its own: the one that acquired
@@ -175,7 +178,7 @@ bool find_permit(lock::Lock& lock, const std::vector<lock::ServerResult>& round,
 } // namespace
 
 int extend_command(const ExtendOptions& options, const config::Config& config) {
-    auto lock = make_lock(config, options.name, options.token, options.ttl);
+    auto lock = job::make_lock(config, options.name, options.token, options.ttl);
     auto status = lock.extend(options.ttl);
     if (status != lock::RenewStatus::renewed &&
         find_permit(lock, lock.last_round(), config.key_prefix, options.name, options.token))
@@ -201,7 +204,7 @@ int extend_command(const ExtendOptions& options, const config::Config& config) {
 
 int release_command(const ReleaseOptions& options, const config::Config& config) {
     if (!options.force) {
-        auto lock = make_lock(config, options.name, options.token, config.ttl);
+        auto lock = job::make_lock(config, options.name, options.token, config.ttl);
         auto results = lock.release();
         if (find_permit(lock, results, config.key_prefix, options.name, options.token))
             results = lock.release();

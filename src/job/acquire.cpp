@@ -1,0 +1,485 @@
+#include "job/acquire.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstdlib>
+#include <limits>
+#include <poll.h>
+#include <set>
+#include <unistd.h>
+
+#include "lock/inspect.hpp"
+#include "lock/name.hpp"
+#include "redis/subscription.hpp"
+#include "util/clock.hpp"
+#include "util/duration.hpp"
+#include "util/format.hpp"
+#include "util/log.hpp"
+#include "util/random.hpp"
+
+namespace redlock::job {
+
+namespace {
+
+using namespace std::chrono_literals;
+namespace log = util::log;
+
+// The first forwarded signal pending, or 0 when only others (CHLD, CONT) woke us. Ctrl-Z
+// while waiting stops redlock as it would any command (it holds no lock yet).
+int first_forwarded(process::SignalEvents& signals) {
+    int found = 0;
+    for (int sig : signals.read_pending()) {
+        if (sig == SIGTSTP)
+            ::kill(::getpid(), SIGSTOP);
+        else if (process::is_forwarded(sig) && found == 0)
+            found = sig;
+    }
+    return found;
+}
+
+// Sleeps until `until`, a release notice (`notices`, if any) or a forwarded signal;
+// returns that signal, else 0.
+int sleep_interruptibly(process::SignalEvents& signals, Clock::time_point until,
+                        redis::Subscription* notices = nullptr, bool* noticed = nullptr) {
+    std::vector<pollfd> fds;
+    for (;;) {
+        auto now = Clock::now();
+        if (now >= until)
+            return 0;
+        auto wake = until;
+        if (notices)
+            wake = std::min(wake, notices->next_deadline().value_or(until));
+        fds.assign(1, pollfd{signals.fd(), POLLIN, 0});
+        if (notices)
+            notices->add_pollfds(fds);
+        int rc = ::poll(fds.data(), fds.size(), util::poll_timeout_ms(now, wake));
+        if (rc < 0 && errno != EINTR)
+            return 0;
+        if (rc > 0 && fds[0].revents)
+            if (int sig = first_forwarded(signals))
+                return sig;
+        if ((rc > 0 && notices && notices->on_events(std::span<const pollfd>(fds).subspan(1))) ||
+            (notices && notices->expire(Clock::now()))) {
+            if (noticed)
+                *noticed = true;
+            return 0;
+        }
+    }
+}
+
+// How long until the holder's key has expired on enough servers for a majority to be
+// free, were it to stop renewing now: what a waiter sleeps at most when no release notice
+// comes. nullopt when that cannot happen by expiry alone (a key with no TTL, servers that
+// did not answer).
+std::optional<Millis> until_expiry(const std::vector<lock::ServerResult>& servers) {
+    const size_t majority = servers.size() / 2 + 1;
+    size_t free = 0;
+    std::vector<long long> held;
+    for (const auto& s : servers) {
+        if (s.vote == lock::ServerResult::Vote::yes) // released again by the failed attempt
+            ++free;
+        else if (s.vote == lock::ServerResult::Vote::no)
+            held.push_back(s.held_pttl == -1 ? std::numeric_limits<long long>::max()
+                                             : std::max(s.held_pttl, 0LL));
+    }
+    if (free >= majority)
+        return Millis(0);
+    size_t need = majority - free;
+    if (need > held.size())
+        return std::nullopt;
+    std::ranges::sort(held);
+    if (held[need - 1] == std::numeric_limits<long long>::max())
+        return std::nullopt;
+    return Millis(held[need - 1]);
+}
+
+// A failed attempt is released where it may have written; where the server refused that
+// release (an ACL without DEL), our key stays until its TTL: say so, once per server. (A
+// release behind a refused AUTH that ran all the same left nothing.)
+void note_failed_cleanup(const lock::Lock& lock, std::string_view name, Observer& observer) {
+    static std::set<std::string> noted;
+    for (const auto& r : lock.last_cleanup())
+        if (r.vote == lock::ServerResult::Vote::failed && r.auth_failure &&
+            noted.insert(r.server).second)
+            observer.notice(util::format("could not clean up after a failed attempt on '{}' at "
+                                         "{} ({}); the key there expires by its ttl",
+                                         name, r.server, r.detail));
+}
+
+// Who holds the lock now, read over the lock's own connections (idle between attempts),
+// into `state`. Not read when it is not held by then (released meanwhile) or cannot be.
+void read_holder(lock::Lock& lock, std::string_view name, Waiting& state) {
+    std::string_view key = lock.name_key();
+    auto view =
+        lock::inspect(lock.connections(), key.substr(0, key.size() - name.size()), name, true);
+    state.holder_read = false;
+    state.holder.reset();
+    state.other_holders = 0;
+    if (view.limit > 0) { // a semaphore: the first holder, and how many more
+        const auto held = view.held_permits();
+        if (!held.empty()) {
+            state.holder_read = true;
+            state.holder = held.front()->holder;
+            state.other_holders = held.size() - 1;
+        }
+    } else if (view.state == lock::LockState::held) { // else released, or changing hands
+        state.holder_read = true;
+        state.holder = view.holder;
+    }
+    if (lock.fair())
+        state.queue_position = lock.queue_position();
+}
+
+// The servers a waiter listens to for release notices. Every release goes to every
+// server, so any one's notice wakes; each notice costs every waiter a wake-up, which in a
+// crowd over five servers on two cores was a fifth of the time. So two: a second covers
+// one that goes down; chosen at random (the load spreads) among those that answered the
+// last attempt (not one frozen or down); all of them when fewer answered.
+constexpr size_t k_notice_servers = 2;
+
+// How long a waiter that the leader told "held" waits to hear someone claim the win
+// before it tries every server at once (wait_and_acquire).
+constexpr Millis k_leader_confirm{100};
+
+// How long a release notice from the other server waits for the leader's own, which says
+// that an attempt there can succeed (redis::Subscription::set_primary).
+constexpr Millis k_primary_grace{20};
+
+struct NoticeServers {
+    std::vector<config::ServerConfig> servers;
+    std::optional<size_t> leader; // its place among them, when listened to first
+};
+
+NoticeServers notice_servers(lock::Lock& lock, const lock::AcquireResult& attempt,
+                             bool with_leader) {
+    std::vector<config::ServerConfig> answered;
+    std::vector<config::ServerConfig> all;
+    const auto& conns = lock.connections();
+    for (size_t i = 0; i < conns.size(); ++i) {
+        all.push_back(conns[i].server());
+        const auto vote =
+            i < attempt.servers.size() ? attempt.servers[i].vote : lock::ServerResult::Vote::none;
+        if ((vote == lock::ServerResult::Vote::yes || vote == lock::ServerResult::Vote::no) &&
+            !(with_leader && i == lock.leader()))
+            answered.push_back(conns[i].server());
+    }
+    // Attempts go to the leader first: it sees every acquisition and every release that
+    // matters, the clean-up of an attempt that lost included, which only the servers it
+    // was written to announce. So the leader, and one other in case it goes down.
+    const size_t others = with_leader ? k_notice_servers - 1 : k_notice_servers;
+    if (answered.size() < others)
+        return {all, with_leader ? std::optional(lock.leader()) : std::nullopt};
+    while (answered.size() > others)
+        answered.erase(answered.begin() +
+                       static_cast<std::ptrdiff_t>(util::random_index(answered.size())));
+    if (!with_leader)
+        return {answered, std::nullopt};
+    answered.push_back(conns[lock.leader()].server());
+    return {answered, answered.size() - 1};
+}
+
+// An attempt that some servers said yes to, but not a majority: it crossed another.
+bool split(const lock::AcquireResult& attempt) {
+    return std::ranges::any_of(attempt.servers, [](const lock::ServerResult& s) {
+        return s.vote == lock::ServerResult::Vote::yes;
+    });
+}
+
+// The spread between colliding waiters, and the largest doubling of it: a round trip
+// apart lets the first one's request reach every server, and its "acquired" come back,
+// before the next one tries. (Half or a quarter of it was measured slower: more collisions.)
+std::chrono::microseconds backoff_unit(const lock::Lock& lock) {
+    return std::max<std::chrono::microseconds>(
+        std::chrono::ceil<std::chrono::microseconds>(lock.round_trip()), 200us);
+}
+
+std::chrono::microseconds backoff_cap(const lock::Lock& lock) {
+    return std::max<std::chrono::microseconds>(backoff_unit(lock) * 32, 20ms);
+}
+
+util::Expected<Acquisition> wait_and_acquire(lock::Lock& lock, std::string_view name,
+                                             std::optional<Millis> wait,
+                                             process::SignalEvents& signals,
+                                             std::optional<Millis> min_validity,
+                                             Observer& observer) {
+    const auto started = Clock::now();
+    std::optional<Clock::time_point> give_up;
+    if (wait)
+        give_up = started + *wait;
+    size_t attempts = 0;
+    size_t too_slow = 0;                        // in a row
+    std::optional<redis::Subscription> notices; // release notices, once the lock was held
+    size_t listened = 0;                        // servers it listens to (notice_servers)
+    std::optional<Waiting> waiting;             // once waiting really starts
+    bool noticed = false;                       // the last sleep ended with a release notice
+    size_t collided = 0; // over several servers: attempts in a row that a notice woke in vain
+    Clock::time_point holder_read{}; // when the progress line's holder was last looked up
+    // Over several servers, a plain lock: an attempt a release notice set off goes to the
+    // leader first (Lock::acquire), as long as the leader answers.
+    const bool by_leader = lock.connections().size() > 1 && lock.limit() == 0 && !lock.fair();
+    bool leader_next = false;
+    bool listening_to_leader = false; // the notices' primary server is the leader
+    for (;;) {
+        ++attempts;
+        auto attempt = lock.acquire(signals.fd(), leader_next);
+        note_failed_cleanup(lock, name, observer);
+        if (!attempt)
+            return util::fail(attempt.error().kind,
+                              util::format("cannot lock '{}': {}", name, attempt.error().message));
+        if (attempt->status == lock::AcquireStatus::acquired && min_validity &&
+            lock.validity_end() - Clock::now() < *min_validity) {
+            // --min-validity: too little of the lease is left to start on; the attempt is
+            // released and counts as not acquired (the lock was free: try again soon).
+            auto left = std::chrono::floor<Millis>(lock.validity_end() - Clock::now());
+            log::verbose("acquired '{}' with {} of validity left, less than --min-validity {}; "
+                         "released",
+                         name, util::format_duration(std::max(left, Millis(0))),
+                         util::format_duration(*min_validity));
+            (void)lock.release();
+            if (give_up && Clock::now() >= *give_up) {
+                observer.not_acquired({name, NotAcquired::Why::min_validity, held_by_others(lock),
+                                       wait, min_validity});
+                return Acquisition{Acquisition::Outcome::gave_up, 0};
+            }
+            if (int sig =
+                    sleep_interruptibly(signals, Clock::now() + util::random_between(10ms, 50ms)))
+                return Acquisition{Acquisition::Outcome::interrupted, sig};
+            continue;
+        }
+        if (attempt->status == lock::AcquireStatus::acquired) {
+            observer.acquired(Acquired{name, attempt->fence, lock.permit(), lock.limit(), attempts,
+                                       Clock::now() - started, attempt->fence_copies,
+                                       attempt->servers});
+            return Acquisition{Acquisition::Outcome::acquired, 0};
+        }
+        if (attempt->status == lock::AcquireStatus::interrupted) {
+            // A SIGCONT after Ctrl-Z or a stray SIGCHLD is no reason to stop: try again.
+            if (int sig = first_forwarded(signals))
+                return Acquisition{Acquisition::Outcome::interrupted, sig};
+            continue;
+        }
+        auto now = Clock::now();
+        too_slow = attempt->status == lock::AcquireStatus::too_slow ? too_slow + 1 : 0;
+        // Once may be a hiccup (a server forking for a snapshot); three times in a row the
+        // servers are simply too far away for this TTL, and waiting longer will not help.
+        if (too_slow >= 3 || (too_slow > 0 && give_up && now >= *give_up)) {
+            auto took = std::chrono::ceil<Millis>(attempt->elapsed);
+            return util::fail(
+                util::ErrorKind::unavailable,
+                util::format("cannot lock '{}': the servers said yes, but the round trip took "
+                             "{} of the {} ttl, leaving no validity; use a ttl of at least {}",
+                             name, util::format_duration(took), util::format_duration(lock.ttl()),
+                             util::format_duration(std::max(took * 10, Millis(100)))));
+        }
+        if (too_slow > 0) {
+            log::verbose("acquiring '{}' took {:.1f}ms, longer than the lease allows; retrying",
+                         name, std::chrono::duration<double, std::milli>(attempt->elapsed).count());
+        } else if (give_up && now >= *give_up) {
+            const bool once = wait->count() == 0;
+            observer.not_acquired({name,
+                                   once ? NotAcquired::Why::held : NotAcquired::Why::wait_ran_out,
+                                   held_by_others(lock), wait, min_validity});
+            return Acquisition{once ? Acquisition::Outcome::held : Acquisition::Outcome::gave_up,
+                               0};
+        }
+        if (lock.connections().size() > 1 && too_slow == 0 && (noticed || split(*attempt)))
+            ++collided;
+        if (attempts == 1 && too_slow == 0)
+            observer.wait_started(name, held_by_others(lock), attempt->servers);
+        const bool leader_held = attempt->leader_only; // the others not asked
+        // The attempts after the first go to the leader first, as long as it answers and
+        // is listened to: its notice is the one that says the leader is free. (One not
+        // waited for may be a server still connecting or frozen: subscribing there would
+        // wait for it.)
+        bool leader_answers = false;
+        if (by_leader) {
+            const auto vote = attempt->servers[lock.leader()].vote;
+            leader_answers =
+                vote == lock::ServerResult::Vote::yes || vote == lock::ServerResult::Vote::no;
+        }
+        // Woken by the release: subscribed before the next attempt, so that a release
+        // after it cannot pass unnoticed, and one before it is seen by the attempt. So
+        // the first time, and whenever a subscription was lost, look again at once.
+        if (too_slow == 0 && (!notices || notices->lost())) {
+            auto [servers, leader] = notice_servers(lock, *attempt, leader_answers);
+            listened = servers.size();
+            notices.emplace(servers, lock.release_channel());
+            if (leader)
+                notices->set_primary(*leader, k_primary_grace);
+            listening_to_leader = leader.has_value();
+            leader_next = listening_to_leader;
+            notices->subscribe();
+            if (notices->live() == 0)
+                log::verbose("cannot subscribe to releases of '{}'; retrying now and then", name);
+            continue;
+        }
+        if (notices && notices->incomplete())
+            notices->subscribe(); // a server down or frozen before: it may be back
+        // Without a notice, until the holder's lease could have run out (a holder that
+        // died sends none), jittered so that the waiters do not all come back at once: on
+        // a majority, or where the leader alone was asked, there. With no subscription at
+        // all, a short jittered retry, as waiters without pub/sub must.
+        Clock::time_point until;
+        std::optional<Millis> expiry;
+        if (leader_held) {
+            const auto pttl = attempt->servers[lock.leader()].held_pttl;
+            if (pttl >= 0)
+                expiry = Millis(pttl);
+        } else {
+            expiry = until_expiry(attempt->servers);
+        }
+        if (too_slow > 0 || !notices || notices->live() == 0)
+            until = now + util::random_between(20ms, 200ms);
+        else
+            until =
+                now + std::min<Millis>(expiry.value_or(1s), 1h) + util::random_between(1ms, 20ms);
+        if (lock.fair()) // each attempt keeps our place in the queue alive
+            until = std::min(until, now + lock::Lock::k_fair_heartbeat);
+        if (give_up)
+            until = std::min(until, *give_up);
+        // Who holds it: when the wait starts, and after a release gave it to someone else,
+        // but not more than once a second (the terminal line's pace): in a crowd, releases
+        // come every few ms, and each look costs every waiter a round trip.
+        if (too_slow == 0 && (!waiting || (noticed && now - holder_read >= 1s))) {
+            if (!waiting)
+                waiting.emplace(Waiting{.name = name, .started = started, .give_up = give_up});
+            if (observer.wants_holder())
+                read_holder(lock, name, *waiting);
+            observer.waiting(*waiting);
+            holder_read = now;
+        }
+        const bool spread = lock.connections().size() > 1 && !lock.fair();
+        // After the leader alone said "held": the waiter that won it says "acquired" within
+        // a few round trips (its round 1 publishes on every server). If nobody does, what
+        // holds the leader may be a key left there alone (a release that failed there, a
+        // holder that won without it): then one attempt on every server at once, which
+        // does not depend on the leader. Generous, since an attempt on every server while
+        // the winner's second step is under way would split the votes.
+        auto confirm_by = Clock::time_point::max(); // none
+        if (leader_held && notices && notices->live() > 0)
+            confirm_by = now + k_leader_confirm;
+        bool heard_taken = false;
+        bool leader_unconfirmed = false;
+        for (;;) {
+            noticed = false;
+            for (;;) {
+                auto next = waiting ? observer.tick(Clock::now()) : Clock::time_point::max();
+                next = std::min(next, confirm_by);
+                if (int sig = sleep_interruptibly(signals, std::min(until, next),
+                                                  notices ? &*notices : nullptr, &noticed))
+                    return Acquisition{Acquisition::Outcome::interrupted, sig};
+                if (noticed || Clock::now() >= until)
+                    break;
+                if (confirm_by != Clock::time_point::max() && notices->taken())
+                    heard_taken = true;
+                if (Clock::now() >= confirm_by) {
+                    confirm_by = Clock::time_point::max();
+                    if (!heard_taken) {
+                        leader_unconfirmed = true;
+                        break;
+                    }
+                }
+            }
+            // Woken by a release: straight to the leader, no spreading needed; only one
+            // waiter can win there. Otherwise (the leader does not answer, or it said
+            // "held" and nobody claimed the win) every server at once.
+            leader_next = leader_answers && listening_to_leader && !leader_unconfirmed;
+            if (!noticed || !spread || leader_next)
+                break;
+            // A notice wakes every waiter at once. Over several servers, attempts that
+            // cross split the votes so that nobody wins, and each one's clean-up notice
+            // wakes them all again. So the waiters spread out: over a round trip per
+            // waiter the notice counted, and, as in Ethernet and Raft, over a window that
+            // doubles with each wake that came to nothing; a waiter that hears someone
+            // win in the meantime does not try at all. A lone waiter waits for nothing;
+            // --fair waiters need none of it, only the head of the queue can win.
+            auto unit = backoff_unit(lock);
+            std::chrono::microseconds window{0};
+            // Each waiter listens to `listened` of the N servers: one counts about that
+            // share of the waiters.
+            if (auto herd = notices->waiters(); herd && *herd > 0) {
+                const auto all = *herd * static_cast<long long>(lock.connections().size()) /
+                                 static_cast<long long>(std::max<size_t>(listened, 1));
+                if (all > 1)
+                    window = std::min<std::chrono::microseconds>(unit * (all - 1), 1s);
+            }
+            if (collided > 0)
+                window = std::max(window, std::min<std::chrono::microseconds>(
+                                              unit * (1L << std::min<size_t>(collided - 1, 16)),
+                                              backoff_cap(lock)));
+            auto start = std::min(Clock::now() + util::random_between(0us, window),
+                                  give_up.value_or(Clock::time_point::max()));
+            (void)notices->taken(); // from before the release
+            bool won = false;
+            // Heard "acquired", and no release since: wait for the next release (or the
+            // winner's expiry). A release after it (the winner's clean-up of a split
+            // attempt) is the wake-up this sleep consumed: try.
+            while (Clock::now() < start) {
+                bool released = false;
+                if (int sig = sleep_interruptibly(signals, start, &*notices, &released))
+                    return Acquisition{Acquisition::Outcome::interrupted, sig};
+                if (released)
+                    won = false;
+                if (notices->taken())
+                    won = true;
+            }
+            if (!won)
+                break;
+            log::verbose("'{}' was taken by another waiter; waiting on", name);
+        }
+    }
+}
+
+} // namespace
+
+util::Expected<Acquisition> acquire(lock::Lock& lock, std::string_view name,
+                                    const WaitPolicy& policy, process::SignalEvents& signals,
+                                    Observer& observer) {
+    // --fair takes its place in the queue first: arrival order is the order of tickets.
+    // A single attempt (-n) has no use for one.
+    if (policy.fair && (!policy.wait || policy.wait->count() > 0)) {
+        if (auto ticket = lock.take_ticket(); !ticket)
+            return util::fail(ticket.error().kind,
+                              util::format("cannot lock '{}': {}", name, ticket.error().message));
+        else
+            log::verbose("'{}': waiting in line with ticket {}", name, *ticket);
+    }
+    auto result = wait_and_acquire(lock, name, policy.wait, signals, policy.min_validity, observer);
+    observer.wait_ended();
+    if (result && result->outcome == Acquisition::Outcome::interrupted)
+        observer.interrupted(result->signal);
+    // A waiter that stops waiting gives its place up at once. One that acquired has left
+    // the queue where it set the lock; over several servers, there may be others where its
+    // attempt found the lock still held, and its place there would hold up the next.
+    if (!result || result->outcome != Acquisition::Outcome::acquired ||
+        lock.connections().size() > 1)
+        lock.leave_queue();
+    return result;
+}
+
+lock::Lock make_lock(const config::Config& config, const std::string& name, std::string token,
+                     Millis ttl, std::vector<std::string> holder) {
+    return lock::Lock(config.servers, lock::lock_key(config.key_prefix, name),
+                      lock::companion_key(config.key_prefix, name, "meta"),
+                      lock::companion_key(config.key_prefix, name, "fence"), std::move(token), ttl,
+                      std::move(holder));
+}
+
+std::vector<std::string> known_secrets(const config::Config& config) {
+    std::vector<std::string> out;
+    for (const auto& s : config.servers)
+        if (s.url.password && !s.url.password->empty())
+            out.push_back(*s.url.password);
+    if (const char* auth = std::getenv("REDISCLI_AUTH"); auth && *auth)
+        out.emplace_back(auth);
+    return out;
+}
+
+std::string held_by_others(const lock::Lock& lock) {
+    if (lock.limit() > 1)
+        return util::format("held: none of its {} permits is free", lock.limit());
+    return "held by another owner";
+}
+
+} // namespace redlock::job

@@ -1,0 +1,43 @@
+#pragma once
+// A whole `redlock run`: a nested run under the outer lock, or acquire (job/acquire.hpp),
+// claim the --once-per slot, start the watchdog and PROGRAM (in a cgroup of its own where
+// one can be made), supervise it under the lease (job/supervise.hpp), and release, or keep
+// the lock for the rest of --min-hold. Returns how it ended, as a value; cli/ turns that
+// into the exit status.
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/config.hpp"
+#include "job/acquire.hpp"
+#include "job/events.hpp"
+#include "util/error.hpp"
+
+namespace redlock::job {
+
+struct RunSpec {
+    std::string name; // the lock's name (validated)
+    Millis ttl{30000};
+    WaitPolicy wait;
+    std::vector<std::string> program; // PROGRAM and its arguments
+    // --max-hold: PROGRAM is stopped once it has run this long.
+    std::optional<Millis> max_hold;
+    // --min-hold: the lock stays held at least this long after acquiring.
+    std::optional<Millis> min_hold;
+    // --once-per: at most one run of NAME per slot of this length, on the servers' clock.
+    std::optional<Millis> once_per;
+    size_t limit = 1; // --limit: holders at once (a semaphore above 1)
+};
+
+struct RunResult {
+    Outcome outcome = Outcome::failed;
+    int program_status = 0;             // ran, lost, max_hold, stopped: PROGRAM's (or 128+N)
+    int signal = 0;                     // interrupted: the signal
+    std::optional<util::Error> error{}; // failed: why
+};
+
+[[nodiscard]] RunResult run(const RunSpec& spec, const config::Config& config, Observer& observer);
+
+} // namespace redlock::job
