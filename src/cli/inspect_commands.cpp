@@ -179,7 +179,7 @@ void print_view(std::string& out, const lock::LockView& view) {
             out += util::format("{}: free\n", view.name);
         break;
     case lock::LockState::unknown:
-        if (view.reachable < view.servers.size() / 2 + 1)
+        if (view.reachable < lock::majority_of(view.servers.size()))
             out += util::format("{}: unknown (only {} of {} servers answered)\n", view.name,
                                 view.reachable, view.servers.size());
         else

@@ -51,23 +51,6 @@ std::vector<std::string> parent_command() {
     return words;
 }
 
-// Counts of one extend or release round, every server waited for (see Lock::extend and
-// Lock::release): an outage (69) is only too few servers answering, never a refusal.
-struct RoundCounts {
-    size_t yes = 0, answered = 0, total = 0;
-    [[nodiscard]] size_t majority() const { return total / 2 + 1; }
-};
-
-RoundCounts count_round(const std::vector<lock::ServerResult>& results) {
-    RoundCounts c;
-    c.total = results.size();
-    for (const auto& r : results) {
-        c.yes += r.vote == Vote::yes;
-        c.answered += r.vote == Vote::yes || r.vote == Vote::no;
-    }
-    return c;
-}
-
 // Asks on the terminal; anything but y/yes declines.
 bool confirm(const std::string& question) {
     std::string prompt = "redlock: " + question + " [y/N] ";
@@ -191,8 +174,10 @@ int extend_command(const ExtendOptions& options, const config::Config& config) {
     case lock::RenewStatus::not_ours:
         return not_held_with_token(options.name);
     default: {
-        auto c = count_round(lock.last_round());
-        if (c.answered >= c.majority())
+        // Every server waited for (Lock::extend): an outage (69) is only too few servers
+        // answering, never a refusal.
+        const auto c = lock::tally_of(lock.last_round());
+        if (c.answered() >= c.majority())
             return not_held_with_token(options.name);
         auto error = lock::quorum_error(lock.last_round());
         return report(
@@ -208,14 +193,14 @@ int release_command(const ReleaseOptions& options, const config::Config& config)
         auto results = lock.release();
         if (find_permit(lock, results, config.key_prefix, options.name, options.token))
             results = lock.release();
-        auto c = count_round(results);
+        const auto c = lock::tally_of(results);
         // Deleted wherever our token was found is success: elsewhere the key expires by its
         // ttl, a retry would reach those servers no sooner, and 69 would say the opposite.
         if (c.yes > 0) {
             note_release(options.name, results);
             return 0;
         }
-        if (c.answered >= c.majority() || c.answered == c.total)
+        if (c.answered() >= c.majority() || c.answered() == c.total)
             return not_held_with_token(options.name);
         auto error = lock::quorum_error(results);
         return report(util::Error{

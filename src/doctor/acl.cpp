@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "lock/keys.hpp"
 #include "lock/name.hpp"
 #include "lock/scripts.hpp"
 #include "util/format.hpp"
@@ -114,15 +115,22 @@ std::string shell_word(std::string_view rule) {
 
 } // namespace
 
-ProbeKeys::ProbeKeys(std::string_view key_prefix)
-    : prefix(key_prefix), lock(lock::lock_key(key_prefix, "redlock-doctor-probe")),
-      meta(lock::companion_of(lock, "meta")), fence(lock::companion_of(lock, "fence")),
-      channel(lock::release_channel(lock)), slot(lock::companion_of(lock, "slot")),
-      queue(lock::companion_of(lock, "queue")), waiting(lock::companion_of(lock, "waiting")),
-      tickets(lock::companion_of(lock, "tickets")), limit(lock::companion_of(lock, "limit")),
-      permit(lock::companion_of(lock, "permit:1")),
-      permit_meta(lock::companion_of(lock, "permit:1:meta")),
-      permit_fence(lock::companion_of(lock, "permit:1:fence")) {}
+ProbeKeys::ProbeKeys(std::string_view key_prefix) : prefix(key_prefix) {
+    const lock::Keys k(key_prefix, "redlock-doctor-probe");
+    const lock::Keys p = k.permit(1);
+    lock = k.lock;
+    meta = k.meta;
+    fence = k.fence;
+    channel = k.released;
+    slot = k.slot;
+    queue = k.queue;
+    waiting = k.waiting;
+    tickets = k.tickets;
+    limit = k.limit;
+    permit = p.lock;
+    permit_meta = p.meta;
+    permit_fence = p.fence;
+}
 
 std::vector<AclFeature> acl_features(const config::ServerConfig& server) {
     std::vector<AclFeature> features(replicas + 1);

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "doctor/acl.hpp"
+#include "lock/keys.hpp"
 #include "lock/scripts.hpp"
 #include "redis/fanout.hpp"
 #include "util/format.hpp"
@@ -508,9 +509,10 @@ std::vector<ServerReport> examine(std::span<Connection> conns, std::chrono::mill
     // and the commands the script calls are checked too. The probe only reads.
     for (auto& r : reports)
         r.scripts_ok = r.reachable;
-    const std::string probe = std::string(prefix) + "redlock-doctor-probe";
-    const std::string probe_meta = "{" + probe + "}:meta";
-    const std::string probe_fence = "{" + probe + "}:fence";
+    const lock::Keys keys(prefix, "redlock-doctor-probe");
+    const std::string& probe = keys.lock;
+    const std::string& probe_meta = keys.meta;
+    const std::string& probe_fence = keys.fence;
     for (bool by_sha : {false, true}) {
         std::array<std::string_view, 6> argv{by_sha ? "EVALSHA" : "EVAL",
                                              by_sha ? lock::k_inspect_script.sha1

@@ -73,7 +73,7 @@ int sleep_interruptibly(process::SignalEvents& signals, Clock::time_point until,
 // comes. nullopt when that cannot happen by expiry alone (a key with no TTL, servers that
 // did not answer).
 std::optional<Millis> until_expiry(const std::vector<lock::ServerResult>& servers) {
-    const size_t majority = servers.size() / 2 + 1;
+    const size_t majority = lock::majority_of(servers.size());
     size_t free = 0;
     std::vector<long long> held;
     for (const auto& s : servers) {
@@ -100,7 +100,7 @@ std::optional<Millis> until_expiry(const std::vector<lock::ServerResult>& server
 void note_failed_cleanup(const lock::Lock& lock, std::string_view name, Observer& observer) {
     static std::set<std::string> noted;
     for (const auto& r : lock.last_cleanup())
-        if (r.vote == lock::ServerResult::Vote::failed && r.auth_failure &&
+        if (r.vote == lock::ServerResult::Vote::failed && r.auth_failure && !r.ran_anyway &&
             noted.insert(r.server).second)
             observer.notice(util::format("could not clean up after a failed attempt on '{}' at "
                                          "{} ({}); the key there expires by its ttl",
@@ -460,9 +460,7 @@ util::Expected<Acquisition> acquire(lock::Lock& lock, std::string_view name,
 
 lock::Lock make_lock(const config::Config& config, const std::string& name, std::string token,
                      Millis ttl, std::vector<std::string> holder) {
-    return lock::Lock(config.servers, lock::lock_key(config.key_prefix, name),
-                      lock::companion_key(config.key_prefix, name, "meta"),
-                      lock::companion_key(config.key_prefix, name, "fence"), std::move(token), ttl,
+    return lock::Lock(config.servers, lock::Keys(config.key_prefix, name), std::move(token), ttl,
                       std::move(holder));
 }
 

@@ -8,7 +8,9 @@
 #include <map>
 #include <set>
 
+#include "lock/keys.hpp"
 #include "lock/name.hpp"
+#include "lock/quorum.hpp"
 #include "lock/scripts.hpp"
 #include "redis/fanout.hpp"
 #include "util/format.hpp"
@@ -134,16 +136,16 @@ const char* state_name(LockState state) {
 namespace {
 
 // One lock (a name's, or a permit's) read on every server and merged.
-LockView read_lock(std::span<redis::Connection> conns, std::string_view name, std::string key,
-                   const std::string& meta_key, const std::string& fence_key,
-                   const std::string& slot_key, bool majority_only) {
+LockView read_lock(std::span<redis::Connection> conns, std::string_view name, const Keys& keys,
+                   bool with_slot, bool majority_only) {
     LockView view;
     view.name = std::string(name);
-    view.key = std::move(key);
+    view.key = keys.lock;
     auto call = [&](bool by_sha) {
-        if (slot_key.empty()) // a permit has no --once-per record
-            return script_command(k_inspect_script, by_sha, {view.key, meta_key, fence_key});
-        return script_command(k_inspect_script, by_sha, {view.key, meta_key, fence_key, slot_key});
+        if (!with_slot) // a permit has no --once-per record
+            return script_command(k_inspect_script, by_sha, {keys.lock, keys.meta, keys.fence});
+        return script_command(k_inspect_script, by_sha,
+                              {keys.lock, keys.meta, keys.fence, keys.slot});
     };
     const auto command = call(true);
     const auto fallback = call(false);
@@ -157,7 +159,7 @@ LockView read_lock(std::span<redis::Connection> conns, std::string_view name, st
             size_t answered = 0;
             for (const auto& c : conns)
                 answered += !c.busy() && c.outcome() && c.outcome()->reply;
-            return answered >= conns.size() / 2 + 1;
+            return answered >= majority_of(conns.size());
         });
     }
 
@@ -210,7 +212,7 @@ LockView read_lock(std::span<redis::Connection> conns, std::string_view name, st
         view.servers.push_back(std::move(sv));
     }
 
-    size_t majority = conns.size() / 2 + 1;
+    const size_t majority = majority_of(conns.size());
     for (auto& [token, ttls] : ttls_by_token) {
         if (ttls.size() < majority)
             continue;
@@ -273,9 +275,8 @@ LockView read_lock(std::span<redis::Connection> conns, std::string_view name, st
 }
 
 // The largest limit of a semaphore a server has ({key}:limit), if any.
-std::optional<long long> read_limit(std::span<redis::Connection> conns, const std::string& key) {
-    const auto limit_key = companion_of(key, "limit");
-    const std::array<std::string_view, 2> get{"GET", limit_key};
+std::optional<long long> read_limit(std::span<redis::Connection> conns, const Keys& keys) {
+    const std::array<std::string_view, 2> get{"GET", keys.limit};
     redis::request_all(conns, redis::encode_command(get));
     std::optional<long long> limit;
     for (const auto& c : conns) {
@@ -295,14 +296,13 @@ std::optional<long long> read_limit(std::span<redis::Connection> conns, const st
 
 LockView inspect(std::span<redis::Connection> conns, std::string_view prefix, std::string_view name,
                  bool majority_only) {
-    const auto key = lock_key(prefix, name);
-    auto view = read_lock(conns, name, key, companion_of(key, "meta"), companion_of(key, "fence"),
-                          companion_of(key, "slot"), majority_only);
+    const Keys keys(prefix, name);
+    auto view = read_lock(conns, name, keys, true, majority_only);
     // A semaphore (--limit): the name's key is then the set of its permit holders, which
     // reads as a key of the wrong type. Each permit is a lock of its own.
     if (!std::ranges::any_of(view.servers, [](const ServerView& s) { return s.wrong_type; }))
         return view;
-    auto limit = read_limit(conns, key);
+    auto limit = read_limit(conns, keys);
     if (!limit)
         return view;
     view.limit = static_cast<size_t>(*limit);
@@ -310,10 +310,7 @@ LockView inspect(std::span<redis::Connection> conns, std::string_view prefix, st
     view.state = LockState::free;
     size_t unknown = 0;
     for (size_t i = 1; i <= view.limit; ++i) {
-        const auto base = "permit:" + std::to_string(i);
-        auto permit =
-            read_lock(conns, name, companion_of(key, base), companion_of(key, base + ":meta"),
-                      companion_of(key, base + ":fence"), {}, majority_only);
+        auto permit = read_lock(conns, name, keys.permit(i), false, majority_only);
         if (permit.state == LockState::held)
             view.state = LockState::held;
         unknown += permit.state == LockState::unknown;
@@ -472,16 +469,17 @@ ListResult scan_names(std::span<redis::Connection> conns, std::string_view prefi
 size_t force_release(std::span<redis::Connection> conns, const LockView& view) {
     // A semaphore: every permit shown held is released as its holder would (which also
     // takes it out of the name's set); the set itself, with the limit, then goes below.
-    const auto limit_key = companion_of(view.key, "limit");
+    const auto keys = Keys::of_lock_key(view.key);
     std::vector<bool> released(conns.size(), false); // a permit, on each server
-    for (const auto& permit : view.permits) {
+    for (size_t p = 0; p < view.permits.size(); ++p) {
+        const auto& permit = view.permits[p];
+        const auto pk = keys.permit(p + 1);
         auto now = redis::Clock::now();
         for (size_t i = 0; i < conns.size() && i < permit.servers.size(); ++i)
             if (const auto& token = permit.servers[i].token)
                 conns[i].start(script_command(k_release_permit_script, false,
-                                              {permit.key, permit.key + ":meta",
-                                               permit.key + ":fence", view.key, limit_key},
-                                              {*token, release_channel(view.key)}),
+                                              {pk.lock, pk.meta, pk.fence, keys.lock, keys.limit},
+                                              {*token, keys.released}),
                                {}, now);
         (void)redis::wait(conns, [] { return false; });
         for (size_t i = 0; i < conns.size() && i < permit.servers.size(); ++i) {
@@ -492,13 +490,10 @@ size_t force_release(std::span<redis::Connection> conns, const LockView& view) {
         }
     }
     if (view.limit > 0) {
-        const std::array<std::string_view, 2> del{"DEL", limit_key};
+        const std::array<std::string_view, 2> del{"DEL", keys.limit};
         redis::request_all(conns, redis::encode_command(del));
     }
-    auto prefix = view.key.substr(0, view.key.size() - view.name.size());
-    auto meta_key = companion_key(prefix, view.name, "meta");
-    auto fence_key = companion_key(prefix, view.name, "fence"); // never deleted
-    auto now = redis::Clock::now();
+    auto now = redis::Clock::now(); // the fence counter is never deleted
     for (size_t i = 0; i < conns.size() && i < view.servers.size(); ++i) {
         const auto& token = view.servers[i].token;
         if (view.servers[i].wrong_type) {
@@ -509,11 +504,11 @@ size_t force_release(std::span<redis::Connection> conns, const LockView& view) {
         }
         if (!token)
             continue;
-        const auto channel = release_channel(view.key); // wake the waiters
-        conns[i].start(script_command(k_release_script, true, {view.key, meta_key, fence_key},
-                                      {*token, channel}),
-                       script_command(k_release_script, false, {view.key, meta_key, fence_key},
-                                      {*token, channel}),
+        // The release channel wakes the waiters.
+        conns[i].start(script_command(k_release_script, true, {keys.lock, keys.meta, keys.fence},
+                                      {*token, keys.released}),
+                       script_command(k_release_script, false, {keys.lock, keys.meta, keys.fence},
+                                      {*token, keys.released}),
                        now);
     }
     (void)redis::wait(conns, [] { return false; });

@@ -135,11 +135,10 @@ std::string script_call(const Script& script, bool by_sha, const std::string& ke
 
 } // namespace
 
-Lock::Lock(const std::vector<config::ServerConfig>& servers, std::string key, std::string meta_key,
-           std::string fence_key, std::string token, Millis ttl, std::vector<std::string> holder)
-    : m_key(std::move(key)), m_meta_key(std::move(meta_key)), m_fence_key(std::move(fence_key)),
-      m_name_key(m_key), m_token(std::move(token)), m_waiter(m_token), m_holder(std::move(holder)),
-      m_ttl(ttl) {
+Lock::Lock(const std::vector<config::ServerConfig>& servers, Keys keys, std::string token,
+           Millis ttl, std::vector<std::string> holder)
+    : m_keys(keys), m_name(std::move(keys)), m_token(std::move(token)), m_waiter(m_token),
+      m_holder(std::move(holder)), m_ttl(ttl) {
     m_conns.reserve(servers.size());
     for (const auto& s : servers)
         m_conns.emplace_back(s);
@@ -153,21 +152,18 @@ void Lock::set_limit(size_t permits) {
 
 void Lock::use_permit(size_t permit) {
     m_permit = permit;
-    const auto base = "permit:" + std::to_string(permit);
-    m_key = companion_of(m_name_key, base);
-    m_meta_key = companion_of(m_name_key, base + ":meta");
-    m_fence_key = companion_of(m_name_key, base + ":fence");
+    m_keys = m_name.permit(permit);
     build_renewal();
 }
 
 std::string Lock::release_channel() const {
-    return lock::release_channel(m_name_key);
+    return m_name.released;
 }
 
 std::vector<std::string> Lock::script_keys() const {
     if (m_limit == 0)
-        return {m_key, m_meta_key, m_fence_key};
-    return {m_key, m_meta_key, m_fence_key, m_name_key, companion_of(m_name_key, "limit")};
+        return {m_keys.lock, m_keys.meta, m_keys.fence};
+    return {m_keys.lock, m_keys.meta, m_keys.fence, m_name.lock, m_name.limit};
 }
 
 const Script& Lock::renew_script() const {
@@ -278,7 +274,7 @@ size_t Lock::leader() const {
     std::uint64_t best_hash = 0;
     for (size_t i = 0; i < m_conns.size(); ++i) {
         const auto ids = config::server_identities(m_conns[i].server().url, false);
-        const auto h = hash(m_name_key, ids.empty() ? m_conns[i].name() : ids.front());
+        const auto h = hash(m_name.lock, ids.empty() ? m_conns[i].name() : ids.front());
         if (i == 0 || h > best_hash) {
             best = i;
             best_hash = h;
@@ -517,28 +513,25 @@ bool Lock::write_fence(const std::vector<size_t>& yes_servers, long long fence, 
     // would answer an EVALSHA with NOSCRIPT, and the fallback of a write not waited for
     // once a majority confirmed would never be sent, leaving its copy of the fence out.
     std::vector<std::string> args{m_token, std::to_string(fence)};
-    auto command = script_call(k_fence_script, false, m_key, m_meta_key, m_fence_key, args);
+    auto command = script_call(k_fence_script, false, m_keys.lock, m_keys.meta, m_keys.fence, args);
     std::vector<bool> to(m_conns.size(), false);
     for (size_t i : yes_servers)
         to[i] = true;
     send_writes(command, {}, Clock::now(), to);
-    const size_t majority = m_conns.size() / 2 + 1;
+    // Judged by all N servers' majority, counting only the ones that said yes in round 1:
+    // the others cannot confirm, and count as failed.
     auto count = [&] {
-        size_t confirmed = 0, open = 0;
-        for (size_t i : yes_servers) {
-            auto r = classify(m_conns[i]);
-            confirmed += r.vote == Vote::yes;
-            open += r.vote == Vote::none;
-        }
-        return std::pair{confirmed, open};
+        Tally t{m_conns.size(), 0, 0, 0};
+        for (size_t i : yes_servers)
+            t.yes += classify(m_conns[i]).vote == Vote::yes;
+        size_t open = 0;
+        for (size_t i : yes_servers)
+            open += classify(m_conns[i]).vote == Vote::none;
+        t.failed = t.total - t.yes - open;
+        return t;
     };
     (void)redis::wait(
-        m_conns,
-        [&] {
-            auto [confirmed, open] = count();
-            return confirmed >= majority || confirmed + open < majority;
-        },
-        interrupt_fd);
+        m_conns, [&] { return count().decided(); }, interrupt_fd);
     for (size_t i : yes_servers) {
         auto r = classify(m_conns[i]);
         results[i].latency += r.latency;
@@ -550,7 +543,7 @@ bool Lock::write_fence(const std::vector<size_t>& yes_servers, long long fence, 
                                                    : "fence not written: " + r.detail;
         }
     }
-    return count().first >= majority;
+    return count().won();
 }
 
 RenewStatus Lock::judge_renewal(Clock::time_point sent, Clock::time_point now) const {
@@ -558,7 +551,7 @@ RenewStatus Lock::judge_renewal(Clock::time_point sent, Clock::time_point now) c
     if (t.won())
         return now < lock::validity_end(sent, m_ttl) ? RenewStatus::renewed : RenewStatus::failed;
     // Enough servers say the token is gone that a majority can never confirm it.
-    if (t.no > t.total - t.majority())
+    if (t.refused())
         return RenewStatus::not_ours;
     if (t.lost() || !redis::any_busy(m_conns))
         return RenewStatus::failed;
@@ -630,53 +623,56 @@ std::optional<long long> integer_reply(const redis::Connection& conn) {
 } // namespace
 
 Lock::SlotClaim Lock::claim_slot(Millis length, Millis early, std::span<const std::string> fields) {
-    const std::array<std::string, 2> keys{m_key, companion_of(m_key, "slot")};
+    const std::array<std::string, 2> keys{m_keys.lock, m_name.slot};
     std::vector<std::string> args{m_token, std::to_string(length.count()),
                                   std::to_string(early.count())};
     args.insert(args.end(), fields.begin(), fields.end());
     send_all(script_call(k_claim_slot_script, true, keys, args),
              script_call(k_claim_slot_script, false, keys, args), Clock::now());
-    const size_t majority = m_conns.size() / 2 + 1;
-    auto count = [&](long long value) {
-        return static_cast<size_t>(std::ranges::count_if(
-            m_conns, [&](const redis::Connection& c) { return integer_reply(c) == value; }));
+    // Yes: claimed here; no: this slot's run is recorded here.
+    auto count = [&] {
+        Tally t{m_conns.size(), 0, 0, 0};
+        for (const auto& c : m_conns) {
+            t.yes += integer_reply(c) == 1;
+            t.no += integer_reply(c) == -1;
+        }
+        return t;
     };
-    (void)redis::wait(
-        m_conns, [&] { return count(1) >= majority || count(-1) > m_conns.size() - majority; });
+    (void)redis::wait(m_conns, [&] { return count().won() || count().refused(); });
     m_last_round = collect();
     for (size_t i = 0; i < m_conns.size(); ++i)
         if (integer_reply(m_conns[i]) == -1)
             m_last_round[i].detail = "slot already run";
-    if (count(1) >= majority)
+    const Tally t = count();
+    if (t.won())
         return SlotClaim::claimed;
-    return count(-1) > 0 ? SlotClaim::done : SlotClaim::failed;
+    return t.no > 0 ? SlotClaim::done : SlotClaim::failed;
 }
 
 void Lock::finish_slot(int exit_status, Millis keep, std::string_view start_error) {
-    const std::array<std::string, 1> keys{companion_of(m_key, "slot")};
+    const std::array<std::string, 1> keys{m_name.slot};
     std::vector<std::string> args{m_token, std::to_string(exit_status),
                                   std::to_string(keep.count())};
     if (!start_error.empty())
         args.emplace_back(start_error);
     send_all(script_call(k_finish_slot_script, true, keys, args),
              script_call(k_finish_slot_script, false, keys, args), Clock::now());
-    const size_t majority = m_conns.size() / 2 + 1;
     (void)redis::wait(m_conns, [&] {
-        return std::ranges::count_if(m_conns, [](const redis::Connection& c) {
+        return static_cast<size_t>(std::ranges::count_if(m_conns, [](const redis::Connection& c) {
                    return integer_reply(c).has_value();
-               }) >= static_cast<std::ptrdiff_t>(majority);
+               })) >= majority_of(m_conns.size());
     });
     m_last_round = collect();
 }
 
 std::string Lock::queue_key() const {
-    return companion_of(m_key, "queue");
+    return m_name.queue;
 }
 std::string Lock::waiting_key() const {
-    return companion_of(m_key, "waiting");
+    return m_name.waiting;
 }
 std::string Lock::ticket_key() const {
-    return companion_of(m_key, "tickets");
+    return m_name.tickets;
 }
 
 std::optional<std::vector<long long>> Lock::integers_from_majority(const std::string& command) {
@@ -690,7 +686,7 @@ std::optional<std::vector<long long>> Lock::integers_from_majority(const std::st
             if (!c.busy() && c.outcome() && c.outcome()->reply &&
                 c.outcome()->reply->type == REDIS_REPLY_INTEGER)
                 values.push_back(c.outcome()->reply->integer);
-        return values.size() >= m_conns.size() / 2 + 1;
+        return values.size() >= majority_of(m_conns.size());
     };
     (void)redis::wait(m_conns, count);
     if (!count())
@@ -764,6 +760,16 @@ std::vector<ServerResult> Lock::release(ReleaseWait until, const std::vector<boo
     return results;
 }
 
+Tally tally_of(const std::vector<ServerResult>& servers) {
+    Tally t{servers.size(), 0, 0, 0};
+    for (const auto& s : servers) {
+        t.yes += s.vote == ServerResult::Vote::yes;
+        t.no += s.vote == ServerResult::Vote::no;
+        t.failed += s.vote == ServerResult::Vote::failed;
+    }
+    return t;
+}
+
 std::string describe_round(const std::vector<ServerResult>& servers) {
     std::string out;
     for (const auto& s : servers) {
@@ -793,7 +799,7 @@ util::Error quorum_error(const std::vector<ServerResult>& servers) {
     auto kind = auth ? util::ErrorKind::auth : util::ErrorKind::unavailable;
     if (servers.size() == 1)
         return util::Error{kind, causes};
-    const size_t needed = servers.size() / 2 + 1;
+    const size_t needed = majority_of(servers.size());
     if (answered == 0)
         return util::Error{kind, util::format("none of the {} servers answered, {} needed ({})",
                                               servers.size(), needed, causes)};

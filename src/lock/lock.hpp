@@ -30,6 +30,8 @@
 #include <vector>
 
 #include "config/config.hpp"
+#include "lock/keys.hpp"
+#include "lock/quorum.hpp"
 #include "lock/scripts.hpp"
 #include "redis/connection.hpp"
 #include "util/error.hpp"
@@ -38,20 +40,6 @@ namespace redlock::lock {
 
 using Clock = redis::Clock;
 using Millis = std::chrono::milliseconds;
-
-// Votes of one round over N servers.
-struct Tally {
-    size_t total = 0;
-    size_t yes = 0;
-    size_t no = 0;     // a definite answer against us (held by another, not our token)
-    size_t failed = 0; // no usable answer (unreachable, timeout, error reply)
-
-    [[nodiscard]] size_t majority() const { return total / 2 + 1; }
-    [[nodiscard]] bool won() const { return yes >= majority(); }
-    // A majority of yes can no longer be reached.
-    [[nodiscard]] bool lost() const { return no + failed > total - majority(); }
-    [[nodiscard]] bool decided() const { return won() || lost(); }
-};
 
 // When a lease taken (or renewed) by a request sent at `sent` stops being safe to rely on.
 [[nodiscard]] Clock::time_point validity_end(Clock::time_point sent, Millis ttl);
@@ -97,11 +85,9 @@ enum class RenewStatus { pending, renewed, not_ours, failed };
 
 class Lock {
   public:
-    // `key` is the lock key, `meta_key` its metadata hash, `fence_key` its fence counter;
-    // `holder` is written to the metadata at acquisition (field/value pairs from
-    // holder_fields), may be empty.
-    Lock(const std::vector<config::ServerConfig>& servers, std::string key, std::string meta_key,
-         std::string fence_key, std::string token, Millis ttl,
+    // The lock whose keys are `keys`; `holder` is written to the metadata at acquisition
+    // (field/value pairs from holder_fields), may be empty.
+    Lock(const std::vector<config::ServerConfig>& servers, Keys keys, std::string token, Millis ttl,
          std::vector<std::string> holder = {});
 
     // --limit N: a semaphore of N permits, each a lock of its own under the name's keys
@@ -116,9 +102,12 @@ class Lock {
     // The channel releases of this name are announced on (every permit's alike).
     [[nodiscard]] std::string release_channel() const;
 
-    [[nodiscard]] const std::string& key() const { return m_key; }
+    [[nodiscard]] const std::string& key() const { return m_keys.lock; }
     // The name's own lock key (key() is a permit's with a limit).
-    [[nodiscard]] const std::string& name_key() const { return m_name_key; }
+    [[nodiscard]] const std::string& name_key() const { return m_name.lock; }
+    // The keys of the lock (of the permit held, with a limit) and of the name.
+    [[nodiscard]] const Keys& keys() const { return m_keys; }
+    [[nodiscard]] const Keys& name_keys() const { return m_name; }
     [[nodiscard]] const std::string& token() const { return m_token; }
     // A field of the holder's metadata as the last attempt wrote it ("" if none).
     [[nodiscard]] std::string_view holder_field(std::string_view name) const;
@@ -244,11 +233,9 @@ class Lock {
     RenewStatus judge_renewal(Clock::time_point sent, Clock::time_point now) const;
 
     std::vector<redis::Connection> m_conns;
-    std::string m_key;
-    std::string m_meta_key;
-    std::string m_fence_key;
-    std::string m_name_key; // the name's own lock key (with a limit, m_key is a permit's)
-    size_t m_limit = 0;     // --limit N; 0 for a plain lock
+    Keys m_keys;        // the lock's, or with a limit the permit's (lock, meta, fence)
+    Keys m_name;        // the name's
+    size_t m_limit = 0; // --limit N; 0 for a plain lock
     size_t m_permit = 0;
     std::string m_token;  // this attempt's (fresh for each attempt after the first)
     std::string m_waiter; // our place in the --fair queue: the first token, kept
@@ -267,6 +254,9 @@ class Lock {
     std::string m_renew_fallback;
     mutable std::optional<size_t> m_leader; // leader(), worked out once
 };
+
+// The votes of a round already collected.
+[[nodiscard]] Tally tally_of(const std::vector<ServerResult>& servers);
 
 // "acquired on 3/5 servers in 1.2ms: a ok 0.3ms, b timed out, ..." style summary for -v.
 [[nodiscard]] std::string describe_round(const std::vector<ServerResult>& servers);

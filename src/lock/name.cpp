@@ -37,23 +37,4 @@ util::Expected<void> validate_name(std::string_view name) {
     return {};
 }
 
-std::string lock_key(std::string_view prefix, std::string_view name) {
-    std::string key;
-    key.reserve(prefix.size() + name.size());
-    key.append(prefix).append(name);
-    return key;
-}
-
-std::string companion_key(std::string_view prefix, std::string_view name, std::string_view suffix) {
-    return util::format("{{{}{}}}:{}", prefix, name, suffix);
-}
-
-std::string release_channel(std::string_view lock_key) {
-    return companion_of(lock_key, "released");
-}
-
-std::string companion_of(std::string_view lock_key, std::string_view suffix) {
-    return companion_key(lock_key, "", suffix);
-}
-
 } // namespace redlock::lock

@@ -48,7 +48,7 @@ struct OneServer {
 
     Lock make_lock(Millis ttl = 10s, std::string token = redlock::util::random_token()) {
         auto holder = redlock::lock::holder_fields(test_holder(ttl.count()), token);
-        return Lock(servers, k_key, k_meta, k_fence, token, ttl, holder);
+        return Lock(servers, redlock::lock::Keys("lock:", "x"), token, ttl, holder);
     }
     std::string get(const std::string& key = k_key) const { return server.command({"GET", key}); }
     long long pttl(const std::string& key = k_key) const {
@@ -276,7 +276,7 @@ TEST_CASE("acquiring with a wrong password is an auth error that never shows the
     RedisServer server(options);
     std::vector servers{
         server_config("redis://:a-wrong-one@127.0.0.1:" + std::to_string(server.port()))};
-    Lock lock(servers, k_key, k_meta, k_fence, redlock::util::random_token(), 10s);
+    Lock lock(servers, redlock::lock::Keys("lock:", "x"), redlock::util::random_token(), 10s);
     auto result = lock.acquire();
     REQUIRE_FALSE(result);
     CHECK(result.error().kind == ErrorKind::auth);
@@ -298,7 +298,7 @@ TEST_CASE("a refused password where the default user needs none leaves no lock b
     for (const std::string credentials : {"app:not-the-pass", "nosuch:app-pass"}) {
         CAPTURE(credentials);
         std::vector servers{server_config("redis://" + credentials + "@127.0.0.1:" + port)};
-        Lock lock(servers, k_key, k_meta, k_fence, redlock::util::random_token(), 10s);
+        Lock lock(servers, redlock::lock::Keys("lock:", "x"), redlock::util::random_token(), 10s);
         auto result = lock.acquire();
         REQUIRE_FALSE(result);
         CHECK(result.error().kind == ErrorKind::auth);
@@ -319,7 +319,7 @@ TEST_CASE("acquiring without the password a server requires is an auth error") {
     options.requirepass = "pw";
     RedisServer server(options);
     std::vector servers{server_config(server.url())};
-    Lock lock(servers, k_key, k_meta, k_fence, redlock::util::random_token(), 10s);
+    Lock lock(servers, redlock::lock::Keys("lock:", "x"), redlock::util::random_token(), 10s);
     auto result = lock.acquire();
     REQUIRE_FALSE(result);
     CHECK(result.error().kind == ErrorKind::auth);
@@ -335,7 +335,7 @@ TEST_CASE("an ACL user without access to the lock key is refused with an auth er
     RedisServer server(options);
     std::vector servers{
         server_config("redis://app:app-pass@127.0.0.1:" + std::to_string(server.port()))};
-    Lock lock(servers, k_key, k_meta, k_fence, redlock::util::random_token(), 10s);
+    Lock lock(servers, redlock::lock::Keys("lock:", "x"), redlock::util::random_token(), 10s);
     auto result = lock.acquire();
     REQUIRE_FALSE(result);
     CHECK(result.error().kind == ErrorKind::auth);
@@ -352,7 +352,7 @@ TEST_CASE("an ACL refusal of a user that needs no password is not taken for a mi
     options.extra_args = {"--user", "default", "on", "nopass", "resetkeys", "~other:*", "+@all"};
     RedisServer server(options);
     std::vector servers{server_config(server.url())};
-    Lock lock(servers, k_key, k_meta, k_fence, redlock::util::random_token(), 10s);
+    Lock lock(servers, redlock::lock::Keys("lock:", "x"), redlock::util::random_token(), 10s);
     auto result = lock.acquire();
     REQUIRE_FALSE(result);
     CHECK(result.error().kind == ErrorKind::auth);
@@ -368,7 +368,7 @@ TEST_CASE("a lock in another database does not see the lock in database 0") {
     auto in_db0 = s.make_lock();
     REQUIRE(in_db0.acquire());
     std::vector servers{server_config(s.server.url() + "/5")};
-    Lock in_db5(servers, k_key, k_meta, k_fence, redlock::util::random_token(), 10s);
+    Lock in_db5(servers, redlock::lock::Keys("lock:", "x"), redlock::util::random_token(), 10s);
     auto result = in_db5.acquire();
     REQUIRE(result);
     CHECK(result->status == AcquireStatus::acquired);

@@ -4,9 +4,7 @@
 
 #include "lock/name.hpp"
 
-using redlock::lock::companion_key;
 using redlock::lock::k_max_name_length;
-using redlock::lock::lock_key;
 using redlock::lock::validate_name;
 using redlock::util::ErrorKind;
 
@@ -77,16 +75,4 @@ TEST_CASE("a non-ASCII lock name is refused at its first byte") {
           "invalid lock name '...': byte 0xc3 is not allowed " + k_allowed_hint);
     CHECK(rejection("\xe2\x9c\x93") ==
           "invalid lock name '...': byte 0xe2 is not allowed " + k_allowed_hint);
-}
-
-TEST_CASE("the lock key is the prefix followed by the name") {
-    CHECK(lock_key("lock:", "backup") == "lock:backup");
-    CHECK(lock_key("", "backup") == "backup");
-    CHECK(lock_key("app/locks/", "a:b") == "app/locks/a:b");
-}
-
-TEST_CASE("a companion key puts the lock key in braces so it shares its cluster hash slot") {
-    CHECK(companion_key("lock:", "backup", "meta") == "{lock:backup}:meta");
-    CHECK(companion_key("lock:", "backup", "fence") == "{lock:backup}:fence");
-    CHECK(companion_key("", "x", "meta") == "{x}:meta");
 }

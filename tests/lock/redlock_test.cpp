@@ -62,7 +62,7 @@ struct FiveServers {
     std::string name(size_t i) const { return "127.0.0.1:" + std::to_string(servers[i]->port()); }
 
     Lock make_lock(Millis ttl = 30s) const {
-        return Lock(configs, k_key, k_meta, k_fence, redlock::util::random_token(), ttl);
+        return Lock(configs, redlock::lock::Keys("lock:", "x"), redlock::util::random_token(), ttl);
     }
     std::string get(size_t i) const { return servers[i]->command({"GET", k_key}); }
     bool meta_exists(size_t i) const { return servers[i]->command({"EXISTS", k_meta}) == "1"; }
@@ -434,12 +434,12 @@ TEST_CASE("the leader is the same server whatever the order of the list, and dif
     std::array<size_t, k_n> led{};
     for (int n = 0; n < 200; ++n) {
         const auto key = "lock:job-" + std::to_string(n);
-        Lock lock(servers, key, "{" + key + "}:meta", "{" + key + "}:fence", "t", 10s);
+        Lock lock(servers, redlock::lock::Keys::of_lock_key(key), "t", 10s);
         const auto leader = servers[lock.leader()].url.display();
         ++led[lock.leader()];
         auto reversed = servers;
         std::ranges::reverse(reversed);
-        Lock other(reversed, key, "{" + key + "}:meta", "{" + key + "}:fence", "t", 10s);
+        Lock other(reversed, redlock::lock::Keys::of_lock_key(key), "t", 10s);
         CHECK(reversed[other.leader()].url.display() == leader);
     }
     // Spread over the servers: each leads some of 200 names (each would lead 40 on average).

@@ -1,0 +1,43 @@
+#include "lock/keys.hpp"
+
+namespace redlock::lock {
+
+std::string companion_of(std::string_view lock_key, std::string_view suffix) {
+    std::string key;
+    key.reserve(lock_key.size() + suffix.size() + 3);
+    key.append("{").append(lock_key).append("}:").append(suffix);
+    return key;
+}
+
+Keys::Keys(std::string_view prefix, std::string_view name) {
+    std::string key;
+    key.reserve(prefix.size() + name.size());
+    key.append(prefix).append(name);
+    *this = of_lock_key(key);
+}
+
+Keys Keys::of_lock_key(std::string_view lock_key) {
+    Keys k;
+    k.lock = lock_key;
+    k.meta = companion_of(lock_key, "meta");
+    k.fence = companion_of(lock_key, "fence");
+    k.slot = companion_of(lock_key, "slot");
+    k.queue = companion_of(lock_key, "queue");
+    k.waiting = companion_of(lock_key, "waiting");
+    k.tickets = companion_of(lock_key, "tickets");
+    k.limit = companion_of(lock_key, "limit");
+    k.released = companion_of(lock_key, "released");
+    k.name_lock = lock_key;
+    return k;
+}
+
+Keys Keys::permit(size_t i) const {
+    Keys k = *this;
+    const std::string base = "permit:" + std::to_string(i);
+    k.lock = companion_of(name_lock, base);
+    k.meta = companion_of(name_lock, base + ":meta");
+    k.fence = companion_of(name_lock, base + ":fence");
+    return k;
+}
+
+} // namespace redlock::lock
