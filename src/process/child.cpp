@@ -146,7 +146,9 @@ long redlock_clone3(clone_args*, size_t, int (*)(void*), void*) {
 }
 #endif
 
-int child_trampoline(void* setup) {
+// Not instrumented either: ASan would take the call of a function that does not return,
+// on a stack it does not know, for a stack switch it must warn about.
+[[gnu::no_sanitize("address", "undefined", "thread")]] int child_trampoline(void* setup) {
     child_main(*static_cast<ChildSetup*>(setup));
 }
 
