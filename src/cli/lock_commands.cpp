@@ -141,7 +141,7 @@ int not_held_with_token(std::string_view name) {
 bool find_permit(lock::Lock& lock, const std::vector<lock::ServerResult>& round,
                  const std::string& prefix, const std::string& name, const std::string& token) {
     if (std::ranges::none_of(round, [](const lock::ServerResult& s) {
-            return s.detail.find("WRONGTYPE") != std::string::npos;
+            return s.error == redis::ErrorCode::wrongtype;
         }))
         return false;
     auto view = lock::inspect(lock.connections(), prefix, name);

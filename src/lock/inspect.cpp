@@ -100,7 +100,7 @@ const redisReply* read_outcome(const redis::Connection& conn, ServerView& view) 
 bool is_wrong_type(const redis::Connection& conn) {
     const auto& outcome = conn.outcome();
     return outcome && !outcome->failure && outcome->reply && redis::is_error(*outcome->reply) &&
-           redis::text(*outcome->reply).starts_with("WRONGTYPE");
+           redis::error_code(redis::text(*outcome->reply)) == redis::ErrorCode::wrongtype;
 }
 
 // A SCAN cursor is an unsigned decimal number; anything else is a protocol error.

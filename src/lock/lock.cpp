@@ -79,6 +79,7 @@ ServerResult classify(const redis::Connection& conn) {
     if (redis::is_error(reply)) {
         r.vote = Vote::failed;
         r.detail = std::string(redis::text(reply));
+        r.error = redis::error_code(r.detail);
         r.auth_failure = redis::is_auth_error(reply);
         if (r.auth_failure)
             r.detail = redis::describe_refusal(r.detail, conn.server().url.password.has_value());
@@ -486,7 +487,7 @@ util::Expected<AcquireResult> Lock::acquire_key(int interrupt_fd, bool leader_fi
     // --limit: the holders of this name have another limit, so this run must not join
     // them (neither limit would hold any more).
     for (const auto& r : result.servers)
-        if (r.vote == Vote::failed && r.detail.starts_with("LIMIT "))
+        if (r.vote == Vote::failed && r.error == redis::ErrorCode::limit)
             return std::unexpected(util::Error{
                 util::ErrorKind::usage,
                 util::format("it is held with --limit {}, and this run asked for --limit {}: "

@@ -49,6 +49,7 @@ struct ServerResult {
     std::string server;
     enum class Vote { yes, no, failed, none } vote = Vote::none;
     std::string detail; // "ok", "held", "timed out", "Connection refused", ...
+    redis::ErrorCode error = redis::ErrorCode::other; // of an error reply
     bool auth_failure = false;
     bool abandoned = false; // not waited for once the round was decided (request was sent)
     bool written = true;    // false: the request did not run (failed before it left, refused)

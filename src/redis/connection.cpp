@@ -562,12 +562,13 @@ void Connection::handle_reply(ReplyPtr reply, Clock::time_point now) {
     }
     if (is_error(*reply)) {
         auto error = text(*reply);
-        if (error.starts_with("MOVED ") || error.starts_with("ASK ")) {
+        const auto code = error_code(error);
+        if (code == ErrorCode::moved || code == ErrorCode::ask) {
             redirect(error, now);
             return;
         }
         // The slot is being migrated and this request's keys are not all on one side yet.
-        if (error.starts_with("TRYAGAIN")) {
+        if (code == ErrorCode::tryagain) {
             const auto delay = std::chrono::milliseconds(10 << std::min(m_tryagain++, 4));
             if (now + delay < m_deadline) {
                 m_retry_at = now + delay;
@@ -576,7 +577,7 @@ void Connection::handle_reply(ReplyPtr reply, Clock::time_point now) {
         }
         // A master demoted to a replica (a failover) refuses writes: a failure, so that
         // the connection is dropped and the next one goes where the master is now.
-        if (error.starts_with("READONLY")) {
+        if (code == ErrorCode::readonly) {
             fail(FailureKind::setup, util::format("it is a replica now: {}", error), now);
             return;
         }
@@ -584,7 +585,7 @@ void Connection::handle_reply(ReplyPtr reply, Clock::time_point now) {
     if (is_error(*reply) && !m_fallback.empty() && refuses_evalsha(text(*reply)))
         m_evalsha_refused = true;
     if (is_error(*reply) && !m_fallback.empty() &&
-        (text(*reply).starts_with("NOSCRIPT") || m_evalsha_refused)) {
+        (error_code(text(*reply)) == ErrorCode::noscript || m_evalsha_refused)) {
         m_out = std::exchange(m_fallback, {});
         m_request = m_out;
         m_out_offset = 0;
@@ -627,7 +628,7 @@ void Connection::retry(Clock::time_point now) {
 }
 
 void Connection::redirect(std::string_view error, Clock::time_point now) {
-    const bool ask = error.starts_with("ASK ");
+    const bool ask = error_code(error) == ErrorCode::ask;
     const auto target = redirect_target(error, m_node.empty() ? m_server.url.host : m_node);
     if (!target) {
         fail(FailureKind::protocol, util::format("unexpected redirection: {}", error), now);

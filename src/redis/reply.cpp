@@ -47,41 +47,80 @@ bool refuses_evalsha(std::string_view error) {
            (lower.starts_with("noperm") || lower.find("unknown command") != std::string::npos);
 }
 
+ErrorCode error_code(std::string_view e) {
+    auto has = [&](std::string_view part) { return e.find(part) != std::string_view::npos; };
+    // Redis 7 cuts off an unauthenticated client sending a long command this way.
+    if (e.starts_with("NOAUTH") || has("Protocol error: unauthenticated"))
+        return ErrorCode::noauth;
+    if (e.starts_with("WRONGPASS") || e.starts_with("ERR invalid password") ||
+        e.starts_with("ERR AUTH") || e.starts_with("ERR Client sent AUTH"))
+        return ErrorCode::wrongpass;
+    // A command a script calls that the ACL refuses answers "ERR The user executing the
+    // script can't ..." (Redis 7.0) or NOPERM with "script:" in the text (7.2).
+    // Redis 7.0 says "can't access" of a key only of a script's command.
+    if ((e.starts_with("NOPERM") && has("script:")) || has("can't run this command") ||
+        has("can't access") || (has("NOPERM") && !e.starts_with("NOPERM")))
+        return ErrorCode::script_noperm;
+    if (e.starts_with("NOPERM"))
+        return ErrorCode::noperm;
+    if (e.starts_with("NOSCRIPT"))
+        return ErrorCode::noscript;
+    if (e.starts_with("ERR unknown command"))
+        return ErrorCode::unknown_command;
+    // Older servers wrap a script's errors: "ERR Error running script ...: WRONGTYPE ...".
+    if (e.starts_with("WRONGTYPE") || has("WRONGTYPE Operation"))
+        return ErrorCode::wrongtype;
+    if (e.starts_with("MOVED "))
+        return ErrorCode::moved;
+    if (e.starts_with("ASK "))
+        return ErrorCode::ask;
+    if (e.starts_with("TRYAGAIN"))
+        return ErrorCode::tryagain;
+    if (e.starts_with("CROSSSLOT"))
+        return ErrorCode::crossslot;
+    if (e.starts_with("READONLY"))
+        return ErrorCode::readonly;
+    if (e.starts_with("LIMIT "))
+        return ErrorCode::limit;
+    return ErrorCode::other;
+}
+
 bool is_auth_error(const redisReply& r) {
     if (!is_error(r))
         return false;
-    auto t = text(r);
-    return t.starts_with("NOAUTH") || t.starts_with("WRONGPASS") || t.starts_with("NOPERM") ||
-           t.starts_with("ERR invalid password") || t.starts_with("ERR AUTH") ||
-           t.starts_with("ERR Client sent AUTH") ||
-           // Redis 7 cuts off an unauthenticated client sending a long command this way.
-           t.find("Protocol error: unauthenticated") != std::string_view::npos ||
-           // An ACL refusal of a command our Lua script calls.
-           t.find("can't run this command") != std::string_view::npos ||
-           t.find("NOPERM") != std::string_view::npos;
+    switch (error_code(text(r))) {
+    case ErrorCode::noauth:
+    case ErrorCode::wrongpass:
+    case ErrorCode::noperm:
+    case ErrorCode::script_noperm:
+        return true;
+    default:
+        return false;
+    }
 }
 
 bool refused_before_running(std::string_view error) {
-    // A command a script calls that the ACL refuses answers "ERR The user executing the
-    // script can't ..." (Redis 7.0) or NOPERM with "script:" in the text (7.2): after what
-    // the script did before it.
-    return error.starts_with("NOAUTH") || error.starts_with("WRONGPASS") ||
-           (error.starts_with("NOPERM") && error.find("script:") == std::string_view::npos) ||
-           error.starts_with("NOSCRIPT") || error.starts_with("ERR unknown command") ||
-           error.starts_with("MOVED ") || error.starts_with("ASK ") ||
-           error.starts_with("TRYAGAIN") || error.starts_with("CROSSSLOT") ||
-           error.find("Protocol error: unauthenticated") != std::string_view::npos;
+    switch (error_code(error)) {
+    case ErrorCode::noauth:
+    case ErrorCode::wrongpass:
+    case ErrorCode::noperm: // not script_noperm: that comes after what the script did before
+    case ErrorCode::noscript:
+    case ErrorCode::unknown_command:
+    case ErrorCode::moved:
+    case ErrorCode::ask:
+    case ErrorCode::tryagain:
+    case ErrorCode::crossslot:
+        return true;
+    default:
+        return false;
+    }
 }
 
 std::string describe_refusal(std::string_view error, bool password_given) {
-    const bool unauthenticated =
-        error.starts_with("NOAUTH") ||
-        error.find("Protocol error: unauthenticated") != std::string_view::npos;
-    if (unauthenticated && !password_given)
+    const auto code = error_code(error);
+    if (code == ErrorCode::noauth && !password_given)
         return util::format("the server requires a password and none was given ({})", error);
-    if (error.starts_with("NOPERM") ||
-        error.find("can't run this command") != std::string_view::npos ||
-        error.find("can't access") != std::string_view::npos)
+    if (code == ErrorCode::noperm || code == ErrorCode::script_noperm)
         return util::format("permission denied by the server's ACL: {}", error);
     return std::string(error);
 }

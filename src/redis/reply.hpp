@@ -30,6 +30,26 @@ using ReaderPtr = std::unique_ptr<redisReader, ReaderDeleter>;
 [[nodiscard]] inline std::string_view text(const redisReply& r) {
     return r.str ? std::string_view(r.str, r.len) : std::string_view();
 }
+// What an error reply is, read once from its prefix (as redis-plus-plus does), so that no
+// use site matches strings.
+enum class ErrorCode {
+    other,
+    noauth,          // NOAUTH, or Redis 7 cutting off an unauthenticated client
+    wrongpass,       // WRONGPASS, or an older server's "ERR invalid password" / "ERR AUTH"
+    noperm,          // NOPERM: refused by the ACL (a command, key or channel)
+    script_noperm,   // the ACL refused a command a script called, after what it did before
+    noscript,        // EVALSHA of a script the server does not have
+    unknown_command, // a command renamed or disabled
+    wrongtype,       // WRONGTYPE: the key holds another type
+    moved,           // MOVED: a cluster slot's owner is another node
+    ask,             // ASK: the slot is being migrated; ask that node once
+    tryagain,        // TRYAGAIN: keys on both sides of a migration
+    crossslot,       // CROSSSLOT
+    readonly,        // READONLY: a replica (a demoted master)
+    limit,           // LIMIT N: redlock's permit script, holders with another --limit
+};
+[[nodiscard]] ErrorCode error_code(std::string_view error);
+
 // True for the error replies that mean "authentication or permission refused".
 [[nodiscard]] bool is_auth_error(const redisReply& r);
 // True when an error reply says that the command was refused before it ran, so that it

@@ -39,7 +39,7 @@ void Subscription::collect() {
             m_tls[i] = std::move(stream.tls);
             m_readers[i].emplace();
         } else if (is_error(reply)) // NOPERM: this user may not use the channel
-            m_refused[i] = is_auth_error(reply) || text(reply).starts_with("NOPERM");
+            m_refused[i] = is_auth_error(reply);
     }
 }
 
