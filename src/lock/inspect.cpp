@@ -11,6 +11,7 @@
 #include "lock/keys.hpp"
 #include "lock/name.hpp"
 #include "lock/quorum.hpp"
+#include "lock/round.hpp"
 #include "lock/scripts.hpp"
 #include "redis/fanout.hpp"
 #include "util/format.hpp"
@@ -18,17 +19,6 @@
 namespace redlock::lock {
 
 namespace {
-
-std::string script_command(const Script& script, bool by_sha,
-                           std::initializer_list<std::string_view> keys,
-                           std::initializer_list<std::string_view> args = {}) {
-    const auto count = std::to_string(keys.size());
-    std::vector<std::string_view> argv{by_sha ? "EVALSHA" : "EVAL",
-                                       by_sha ? script.sha1 : script.source, count};
-    argv.insert(argv.end(), keys);
-    argv.insert(argv.end(), args);
-    return redis::encode_command(argv);
-}
 
 std::map<std::string, std::string> hash_fields(const redisReply& reply) {
     std::map<std::string, std::string> fields;
@@ -143,9 +133,8 @@ LockView read_lock(std::span<redis::Connection> conns, std::string_view name, co
     view.key = keys.lock;
     auto call = [&](bool by_sha) {
         if (!with_slot) // a permit has no --once-per record
-            return script_command(k_inspect_script, by_sha, {keys.lock, keys.meta, keys.fence});
-        return script_command(k_inspect_script, by_sha,
-                              {keys.lock, keys.meta, keys.fence, keys.slot});
+            return script_call(k_inspect_script, by_sha, {keys.lock, keys.meta, keys.fence});
+        return script_call(k_inspect_script, by_sha, {keys.lock, keys.meta, keys.fence, keys.slot});
     };
     const auto command = call(true);
     const auto fallback = call(false);
@@ -477,9 +466,9 @@ size_t force_release(std::span<redis::Connection> conns, const LockView& view) {
         auto now = redis::Clock::now();
         for (size_t i = 0; i < conns.size() && i < permit.servers.size(); ++i)
             if (const auto& token = permit.servers[i].token)
-                conns[i].start(script_command(k_release_permit_script, false,
-                                              {pk.lock, pk.meta, pk.fence, keys.lock, keys.limit},
-                                              {*token, keys.released}),
+                conns[i].start(script_call(k_release_permit_script, false,
+                                           {pk.lock, pk.meta, pk.fence, keys.lock, keys.limit},
+                                           {*token, keys.released}),
                                {}, now);
         (void)redis::wait(conns, [] { return false; });
         for (size_t i = 0; i < conns.size() && i < permit.servers.size(); ++i) {
@@ -505,10 +494,10 @@ size_t force_release(std::span<redis::Connection> conns, const LockView& view) {
         if (!token)
             continue;
         // The release channel wakes the waiters.
-        conns[i].start(script_command(k_release_script, true, {keys.lock, keys.meta, keys.fence},
-                                      {*token, keys.released}),
-                       script_command(k_release_script, false, {keys.lock, keys.meta, keys.fence},
-                                      {*token, keys.released}),
+        conns[i].start(script_call(k_release_script, true, {keys.lock, keys.meta, keys.fence},
+                                   {*token, keys.released}),
+                       script_call(k_release_script, false, {keys.lock, keys.meta, keys.fence},
+                                   {*token, keys.released}),
                        now);
     }
     (void)redis::wait(conns, [] { return false; });

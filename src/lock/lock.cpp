@@ -18,124 +18,6 @@ namespace redlock::lock {
 
 using Vote = ServerResult::Vote;
 
-Clock::time_point validity_end(Clock::time_point sent, Millis ttl) {
-    // The clock drift allowance of the Redlock spec: 1% of the TTL plus 2 ms.
-    auto drift =
-        std::chrono::duration_cast<Clock::duration>(ttl) / 100 + std::chrono::milliseconds(2);
-    return sent + ttl - drift;
-}
-
-namespace {
-
-std::string millis_text(Clock::duration d) {
-    auto us = std::chrono::duration_cast<std::chrono::microseconds>(d).count();
-    return util::format("{:.1f}ms", static_cast<double>(us) / 1000.0);
-}
-
-// How one server's answer counts. Every script answers 1 (done: acquired, renewed,
-// released) or 0 (held by another owner / not our token).
-// Two server entries whose requests went to one node (a cluster's MOVED, or the master two
-// Sentinel entries name) are one lock server listed twice: a majority of them can never be
-// won, since the one key there is each entry's vote. Said as a config error, not waited on.
-std::optional<util::Error> shared_node(std::span<const redis::Connection> conns) {
-    auto node = [](const redis::Connection& c) {
-        return c.current_node().empty() ? c.server().url.display() : c.current_node();
-    };
-    for (size_t i = 0; i < conns.size(); ++i)
-        for (size_t j = i + 1; j < conns.size(); ++j)
-            if ((!conns[i].current_node().empty() || !conns[j].current_node().empty()) &&
-                node(conns[i]) == node(conns[j]))
-                return util::Error{
-                    util::ErrorKind::config,
-                    util::format("servers {} and {} both lead to {} (nodes of one Redis "
-                                 "Cluster, or one master named by sentinels): they are one lock "
-                                 "server, not two; list one of them, or independent servers",
-                                 conns[i].name(), conns[j].name(), node(conns[i]))};
-    return std::nullopt;
-}
-
-ServerResult classify(const redis::Connection& conn) {
-    ServerResult r;
-    r.server = conn.name();
-    const auto& outcome = conn.outcome();
-    if (!outcome) {
-        r.detail = "pending";
-        return r;
-    }
-    r.latency = outcome->latency;
-    if (outcome->failure) {
-        r.vote = Vote::failed;
-        r.detail = outcome->failure->detail;
-        r.auth_failure = outcome->failure->kind == redis::FailureKind::auth;
-        r.abandoned = outcome->failure->kind == redis::FailureKind::abandoned;
-        // AUTH (or SELECT) refused: the request pipelined behind it ran all the same, unless
-        // its reply says it did not (redis::Connection); a script that answered ran to its
-        // end, and left nothing half done.
-        r.written = outcome->written;
-        r.ran_anyway = outcome->reply && outcome->reply->type == REDIS_REPLY_INTEGER;
-        return r;
-    }
-    const redisReply& reply = *outcome->reply;
-    if (redis::is_error(reply)) {
-        r.vote = Vote::failed;
-        r.detail = std::string(redis::text(reply));
-        r.error = redis::error_code(r.detail);
-        r.auth_failure = redis::is_auth_error(reply);
-        if (r.auth_failure)
-            r.detail = redis::describe_refusal(r.detail, conn.server().url.password.has_value());
-        // An error from a script may come after it wrote; a refusal before it ran may not.
-        r.written = !redis::refused_before_running(redis::text(reply));
-    } else if (reply.type == REDIS_REPLY_INTEGER) {
-        // 1 (or, from the acquire scripts, a fence) is yes; 0 is no, and so is an acquire
-        // script's "held", which carries the holder's PTTL.
-        r.vote = reply.integer >= 1 ? Vote::yes : Vote::no;
-        r.detail = reply.integer >= 1 ? "ok" : "not ours";
-        if (reply.integer < 0)
-            r.held_pttl = held_pttl(reply.integer);
-        // replicas = N: the WAIT behind a write says how many replicas have it; with fewer,
-        // a failover could lose it, so it does not count.
-        const int wanted = conn.server().replicas;
-        if (r.vote == Vote::yes && !outcome->trailing.empty()) {
-            const auto& wait = *outcome->trailing.front();
-            if (wait.type != REDIS_REPLY_INTEGER || wait.integer < wanted) {
-                r.vote = Vote::failed;
-                r.detail = wait.type == REDIS_REPLY_INTEGER
-                               ? util::format("written, but only {} of the {} replicas it needs "
-                                              "(replicas = {}) acknowledged it in time",
-                                              wait.integer, wanted, wanted)
-                               : "written, but WAIT failed: " + redis::describe(wait);
-            }
-        }
-    } else {
-        r.vote = Vote::failed;
-        r.detail = "unexpected reply " + redis::describe(reply);
-    }
-    return r;
-}
-
-// EVALSHA (or, as the NOSCRIPT fallback, EVAL) of a script over the lock, its metadata and
-// its fence counter.
-std::string script_call(const Script& script, bool by_sha, std::span<const std::string> keys,
-                        std::span<const std::string> args) {
-    const auto count = std::to_string(keys.size());
-    std::vector<std::string_view> argv{by_sha ? "EVALSHA" : "EVAL",
-                                       by_sha ? script.sha1 : script.source, count};
-    for (const auto& k : keys)
-        argv.emplace_back(k);
-    for (const auto& a : args)
-        argv.emplace_back(a);
-    return redis::encode_command(argv);
-}
-
-std::string script_call(const Script& script, bool by_sha, const std::string& key,
-                        const std::string& meta_key, const std::string& fence_key,
-                        std::span<const std::string> args) {
-    const std::array<std::string, 3> keys{key, meta_key, fence_key};
-    return script_call(script, by_sha, keys, args);
-}
-
-} // namespace
-
 Lock::Lock(const std::vector<config::ServerConfig>& servers, Keys keys, std::string token,
            Millis ttl, std::vector<std::string> holder)
     : m_keys(keys), m_name(std::move(keys)), m_token(std::move(token)), m_waiter(m_token),
@@ -144,31 +26,6 @@ Lock::Lock(const std::vector<config::ServerConfig>& servers, Keys keys, std::str
     for (const auto& s : servers)
         m_conns.emplace_back(s);
     build_renewal();
-}
-
-void Lock::set_limit(size_t permits) {
-    m_limit = permits;
-    use_permit(1);
-}
-
-void Lock::use_permit(size_t permit) {
-    m_permit = permit;
-    m_keys = m_name.permit(permit);
-    build_renewal();
-}
-
-std::string Lock::release_channel() const {
-    return m_name.released;
-}
-
-std::vector<std::string> Lock::script_keys() const {
-    if (m_limit == 0)
-        return {m_keys.lock, m_keys.meta, m_keys.fence};
-    return {m_keys.lock, m_keys.meta, m_keys.fence, m_name.lock, m_name.limit};
-}
-
-const Script& Lock::renew_script() const {
-    return m_limit == 0 ? k_renew_script : k_renew_permit_script;
 }
 
 void Lock::build_renewal() {
@@ -227,24 +84,7 @@ void Lock::send_all(const std::string& command, const std::string& fallback, Clo
 }
 
 Tally Lock::tally() const {
-    Tally t;
-    t.total = m_conns.size();
-    for (const auto& c : m_conns) {
-        switch (classify(c).vote) {
-        case Vote::yes:
-            ++t.yes;
-            break;
-        case Vote::no:
-            ++t.no;
-            break;
-        case Vote::failed:
-            ++t.failed;
-            break;
-        case Vote::none:
-            break;
-        }
-    }
-    return t;
+    return lock::tally(m_conns);
 }
 
 std::vector<ServerResult> Lock::collect() const {
@@ -283,31 +123,6 @@ size_t Lock::leader() const {
     }
     m_leader = best;
     return best;
-}
-
-util::Expected<AcquireResult> Lock::acquire(int interrupt_fd, bool leader_first) {
-    if (m_limit == 0)
-        return acquire_key(interrupt_fd, leader_first);
-    // Every permit in turn, from a random one (contenders spread over them), until one is
-    // ours. All held: "held", with the servers' answers for the permit that frees first.
-    const size_t first = util::random_index(m_limit);
-    std::optional<AcquireResult> soonest;
-    auto frees_in = [](const AcquireResult& r) {
-        long long least = std::numeric_limits<long long>::max();
-        for (const auto& s : r.servers)
-            if (s.held_pttl >= 0)
-                least = std::min(least, s.held_pttl);
-        return least;
-    };
-    for (size_t k = 0; k < m_limit; ++k) {
-        use_permit((first + k) % m_limit + 1);
-        auto attempt = acquire_key(interrupt_fd, false);
-        if (!attempt || attempt->status != AcquireStatus::held)
-            return attempt;
-        if (!soonest || frees_in(*attempt) < frees_in(*soonest))
-            soonest = std::move(*attempt);
-    }
-    return *soonest;
 }
 
 std::string_view Lock::holder_field(std::string_view name) const {
@@ -508,45 +323,6 @@ util::Expected<AcquireResult> Lock::acquire_key(int interrupt_fd, bool leader_fi
     return result;
 }
 
-bool Lock::write_fence(const std::vector<size_t>& yes_servers, long long fence, int interrupt_fd,
-                       std::vector<ServerResult>& results) {
-    // Always EVAL: a server that never saw this script (first contact, restarted empty)
-    // would answer an EVALSHA with NOSCRIPT, and the fallback of a write not waited for
-    // once a majority confirmed would never be sent, leaving its copy of the fence out.
-    std::vector<std::string> args{m_token, std::to_string(fence)};
-    auto command = script_call(k_fence_script, false, m_keys.lock, m_keys.meta, m_keys.fence, args);
-    std::vector<bool> to(m_conns.size(), false);
-    for (size_t i : yes_servers)
-        to[i] = true;
-    send_writes(command, {}, Clock::now(), to);
-    // Judged by all N servers' majority, counting only the ones that said yes in round 1:
-    // the others cannot confirm, and count as failed.
-    auto count = [&] {
-        Tally t{m_conns.size(), 0, 0, 0};
-        for (size_t i : yes_servers)
-            t.yes += classify(m_conns[i]).vote == Vote::yes;
-        size_t open = 0;
-        for (size_t i : yes_servers)
-            open += classify(m_conns[i]).vote == Vote::none;
-        t.failed = t.total - t.yes - open;
-        return t;
-    };
-    (void)redis::wait(
-        m_conns, [&] { return count().decided(); }, interrupt_fd);
-    for (size_t i : yes_servers) {
-        auto r = classify(m_conns[i]);
-        results[i].latency += r.latency;
-        if (r.vote != Vote::yes) {
-            // The round-1 yes no longer counts: the acquisition is judged on round 2.
-            results[i].vote = r.vote == Vote::none ? Vote::failed : r.vote;
-            results[i].failed_in_round2 = r.vote == Vote::failed && !r.abandoned;
-            results[i].detail = r.vote == Vote::no ? "lost before the fence was written"
-                                                   : "fence not written: " + r.detail;
-        }
-    }
-    return count().won();
-}
-
 RenewStatus Lock::judge_renewal(Clock::time_point sent, Clock::time_point now) const {
     Tally t = tally();
     if (t.won())
@@ -614,122 +390,6 @@ RenewStatus Lock::extend(Millis ttl) {
     return status == RenewStatus::pending ? RenewStatus::failed : status;
 }
 
-namespace {
-std::optional<long long> integer_reply(const redis::Connection& conn) {
-    const auto& outcome = conn.outcome();
-    if (conn.busy() || !outcome || !outcome->reply || outcome->reply->type != REDIS_REPLY_INTEGER)
-        return std::nullopt;
-    return outcome->reply->integer;
-}
-} // namespace
-
-Lock::SlotClaim Lock::claim_slot(Millis length, Millis early, std::span<const std::string> fields) {
-    const std::array<std::string, 2> keys{m_keys.lock, m_name.slot};
-    std::vector<std::string> args{m_token, std::to_string(length.count()),
-                                  std::to_string(early.count())};
-    args.insert(args.end(), fields.begin(), fields.end());
-    send_all(script_call(k_claim_slot_script, true, keys, args),
-             script_call(k_claim_slot_script, false, keys, args), Clock::now());
-    // Yes: claimed here; no: this slot's run is recorded here.
-    auto count = [&] {
-        Tally t{m_conns.size(), 0, 0, 0};
-        for (const auto& c : m_conns) {
-            t.yes += integer_reply(c) == 1;
-            t.no += integer_reply(c) == -1;
-        }
-        return t;
-    };
-    (void)redis::wait(m_conns, [&] { return count().won() || count().refused(); });
-    m_last_round = collect();
-    for (size_t i = 0; i < m_conns.size(); ++i)
-        if (integer_reply(m_conns[i]) == -1)
-            m_last_round[i].detail = "slot already run";
-    const Tally t = count();
-    if (t.won())
-        return SlotClaim::claimed;
-    return t.no > 0 ? SlotClaim::done : SlotClaim::failed;
-}
-
-void Lock::finish_slot(int exit_status, Millis keep, std::string_view start_error) {
-    const std::array<std::string, 1> keys{m_name.slot};
-    std::vector<std::string> args{m_token, std::to_string(exit_status),
-                                  std::to_string(keep.count())};
-    if (!start_error.empty())
-        args.emplace_back(start_error);
-    send_all(script_call(k_finish_slot_script, true, keys, args),
-             script_call(k_finish_slot_script, false, keys, args), Clock::now());
-    (void)redis::wait(m_conns, [&] {
-        return static_cast<size_t>(std::ranges::count_if(m_conns, [](const redis::Connection& c) {
-                   return integer_reply(c).has_value();
-               })) >= majority_of(m_conns.size());
-    });
-    m_last_round = collect();
-}
-
-std::string Lock::queue_key() const {
-    return m_name.queue;
-}
-std::string Lock::waiting_key() const {
-    return m_name.waiting;
-}
-std::string Lock::ticket_key() const {
-    return m_name.tickets;
-}
-
-std::optional<std::vector<long long>> Lock::integers_from_majority(const std::string& command) {
-    auto now = Clock::now();
-    for (auto& c : m_conns)
-        c.start(command, {}, now);
-    std::vector<long long> values;
-    auto count = [&] {
-        values.clear();
-        for (const auto& c : m_conns)
-            if (!c.busy() && c.outcome() && c.outcome()->reply &&
-                c.outcome()->reply->type == REDIS_REPLY_INTEGER)
-                values.push_back(c.outcome()->reply->integer);
-        return values.size() >= majority_of(m_conns.size());
-    };
-    (void)redis::wait(m_conns, count);
-    if (!count())
-        return std::nullopt;
-    return values;
-}
-
-util::Expected<long long> Lock::take_ticket() {
-    const std::string key = ticket_key();
-    const std::array<std::string_view, 2> argv{"INCR", key};
-    // The largest over a majority: every attempt then raises the counters to it, so a
-    // waiter that takes its ticket later gets a larger one on any majority.
-    auto tickets = integers_from_majority(redis::encode_command(argv));
-    if (!tickets)
-        return std::unexpected(quorum_error(collect()));
-    m_ticket = std::ranges::max(*tickets);
-    return *m_ticket;
-}
-
-std::optional<long long> Lock::queue_position() {
-    if (!m_ticket)
-        return std::nullopt;
-    const std::string key = queue_key();
-    const std::array<std::string_view, 3> argv{"ZRANK", key, m_waiter};
-    // Where we are not enrolled yet (nil, not an integer) we do not count; of the others,
-    // the furthest back, so as not to promise more than a majority agrees on.
-    auto ranks = integers_from_majority(redis::encode_command(argv));
-    if (!ranks)
-        return std::nullopt;
-    return std::ranges::max(*ranks);
-}
-
-void Lock::leave_queue() {
-    if (!m_ticket)
-        return;
-    const std::array<std::string, 2> keys{queue_key(), waiting_key()};
-    const std::array<std::string, 1> args{m_waiter};
-    // Best effort: a place not given up here lapses by itself within k_drop_waiter.
-    (void)integers_from_majority(script_call(k_fair_leave_script, false, keys, args));
-    m_ticket.reset();
-}
-
 std::vector<ServerResult> Lock::release(ReleaseWait until, const std::vector<bool>& only) {
     std::vector<std::string> args{m_token, release_channel()};
     // Always EVAL: stragglers are abandoned without waiting for their reply, so the request
@@ -759,53 +419,6 @@ std::vector<ServerResult> Lock::release(ReleaseWait until, const std::vector<boo
             results[i].detail = "released";
     }
     return results;
-}
-
-Tally tally_of(const std::vector<ServerResult>& servers) {
-    Tally t{servers.size(), 0, 0, 0};
-    for (const auto& s : servers) {
-        t.yes += s.vote == ServerResult::Vote::yes;
-        t.no += s.vote == ServerResult::Vote::no;
-        t.failed += s.vote == ServerResult::Vote::failed;
-    }
-    return t;
-}
-
-std::string describe_round(const std::vector<ServerResult>& servers) {
-    std::string out;
-    for (const auto& s : servers) {
-        if (!out.empty())
-            out += ", ";
-        out += util::format("{} {}", s.server, s.detail);
-        if (s.vote != Vote::none)
-            out += " " + millis_text(s.latency);
-    }
-    return out;
-}
-
-util::Error quorum_error(const std::vector<ServerResult>& servers) {
-    bool auth = false;
-    size_t answered = 0;
-    std::string causes;
-    for (const auto& s : servers) {
-        if (s.vote == Vote::yes || s.vote == Vote::no) {
-            ++answered;
-            continue;
-        }
-        auth |= s.auth_failure;
-        if (!causes.empty())
-            causes += "; ";
-        causes += s.server + ": " + s.detail;
-    }
-    auto kind = auth ? util::ErrorKind::auth : util::ErrorKind::unavailable;
-    if (servers.size() == 1)
-        return util::Error{kind, causes};
-    const size_t needed = majority_of(servers.size());
-    if (answered == 0)
-        return util::Error{kind, util::format("none of the {} servers answered, {} needed ({})",
-                                              servers.size(), needed, causes)};
-    return util::Error{kind, util::format("only {} of {} servers answered, {} needed ({})",
-                                          answered, servers.size(), needed, causes)};
 }
 
 } // namespace redlock::lock

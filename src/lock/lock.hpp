@@ -32,6 +32,7 @@
 #include "config/config.hpp"
 #include "lock/keys.hpp"
 #include "lock/quorum.hpp"
+#include "lock/round.hpp"
 #include "lock/scripts.hpp"
 #include "redis/connection.hpp"
 #include "util/error.hpp"
@@ -40,26 +41,6 @@ namespace redlock::lock {
 
 using Clock = redis::Clock;
 using Millis = std::chrono::milliseconds;
-
-// When a lease taken (or renewed) by a request sent at `sent` stops being safe to rely on.
-[[nodiscard]] Clock::time_point validity_end(Clock::time_point sent, Millis ttl);
-
-// How one server answered in a round, for -v and for error messages.
-struct ServerResult {
-    std::string server;
-    enum class Vote { yes, no, failed, none } vote = Vote::none;
-    std::string detail; // "ok", "held", "timed out", "Connection refused", ...
-    redis::ErrorCode error = redis::ErrorCode::other; // of an error reply
-    bool auth_failure = false;
-    bool abandoned = false; // not waited for once the round was decided (request was sent)
-    bool written = true;    // false: the request did not run (failed before it left, refused)
-    // Failed (AUTH refused), yet the script behind it ran to its end all the same: nothing
-    // is left half done by it.
-    bool ran_anyway = false;
-    long long held_pttl = -2;      // acquire, held by another owner: its PTTL (-1: no expiry)
-    bool failed_in_round2 = false; // said yes in round 1, then failed writing the fence
-    Clock::duration latency{};
-};
 
 enum class AcquireStatus {
     acquired,
@@ -255,16 +236,5 @@ class Lock {
     std::string m_renew_fallback;
     mutable std::optional<size_t> m_leader; // leader(), worked out once
 };
-
-// The votes of a round already collected.
-[[nodiscard]] Tally tally_of(const std::vector<ServerResult>& servers);
-
-// "acquired on 3/5 servers in 1.2ms: a ok 0.3ms, b timed out, ..." style summary for -v.
-[[nodiscard]] std::string describe_round(const std::vector<ServerResult>& servers);
-
-// The error for a round that failed because too few servers answered: unavailable, or
-// auth when a server refused our credentials or permissions. The message names each failed
-// server and why; callers put what they were doing in front.
-[[nodiscard]] util::Error quorum_error(const std::vector<ServerResult>& servers);
 
 } // namespace redlock::lock

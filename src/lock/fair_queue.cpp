@@ -1,0 +1,84 @@
+// --fair: a place in the queue of waiters (a ticket: the largest of the servers' INCR over
+// a majority). Each acquire() then keeps the place alive and goes on only at the head of
+// the queue (lock/scripts.hpp, k_fair_enrol).
+#include <algorithm>
+#include <array>
+#include <limits>
+
+#include "lock/lock.hpp"
+#include "lock/scripts.hpp"
+#include "redis/fanout.hpp"
+#include "util/format.hpp"
+#include "util/random.hpp"
+
+namespace redlock::lock {
+
+using Vote = ServerResult::Vote;
+
+std::string Lock::queue_key() const {
+    return m_name.queue;
+}
+
+std::string Lock::waiting_key() const {
+    return m_name.waiting;
+}
+
+std::string Lock::ticket_key() const {
+    return m_name.tickets;
+}
+
+std::optional<std::vector<long long>> Lock::integers_from_majority(const std::string& command) {
+    auto now = Clock::now();
+    for (auto& c : m_conns)
+        c.start(command, {}, now);
+    std::vector<long long> values;
+    auto count = [&] {
+        values.clear();
+        for (const auto& c : m_conns)
+            if (!c.busy() && c.outcome() && c.outcome()->reply &&
+                c.outcome()->reply->type == REDIS_REPLY_INTEGER)
+                values.push_back(c.outcome()->reply->integer);
+        return values.size() >= majority_of(m_conns.size());
+    };
+    (void)redis::wait(m_conns, count);
+    if (!count())
+        return std::nullopt;
+    return values;
+}
+
+util::Expected<long long> Lock::take_ticket() {
+    const std::string key = ticket_key();
+    const std::array<std::string_view, 2> argv{"INCR", key};
+    // The largest over a majority: every attempt then raises the counters to it, so a
+    // waiter that takes its ticket later gets a larger one on any majority.
+    auto tickets = integers_from_majority(redis::encode_command(argv));
+    if (!tickets)
+        return std::unexpected(quorum_error(collect()));
+    m_ticket = std::ranges::max(*tickets);
+    return *m_ticket;
+}
+
+std::optional<long long> Lock::queue_position() {
+    if (!m_ticket)
+        return std::nullopt;
+    const std::string key = queue_key();
+    const std::array<std::string_view, 3> argv{"ZRANK", key, m_waiter};
+    // Where we are not enrolled yet (nil, not an integer) we do not count; of the others,
+    // the furthest back, so as not to promise more than a majority agrees on.
+    auto ranks = integers_from_majority(redis::encode_command(argv));
+    if (!ranks)
+        return std::nullopt;
+    return std::ranges::max(*ranks);
+}
+
+void Lock::leave_queue() {
+    if (!m_ticket)
+        return;
+    const std::array<std::string, 2> keys{queue_key(), waiting_key()};
+    const std::array<std::string, 1> args{m_waiter};
+    // Best effort: a place not given up here lapses by itself within k_drop_waiter.
+    (void)integers_from_majority(script_call(k_fair_leave_script, false, keys, args));
+    m_ticket.reset();
+}
+
+} // namespace redlock::lock

@@ -1,0 +1,68 @@
+// --limit N: a semaphore of N permits, each a lock of its own (lock/keys.hpp: a permit's
+// keys; lock/scripts.hpp: k_acquire_permit_script and its renew and release). An attempt
+// tries every permit in turn, from a random one, and takes the first it can.
+#include <algorithm>
+#include <array>
+#include <limits>
+
+#include "lock/lock.hpp"
+#include "lock/scripts.hpp"
+#include "redis/fanout.hpp"
+#include "util/format.hpp"
+#include "util/random.hpp"
+
+namespace redlock::lock {
+
+using Vote = ServerResult::Vote;
+
+void Lock::set_limit(size_t permits) {
+    m_limit = permits;
+    use_permit(1);
+}
+
+void Lock::use_permit(size_t permit) {
+    m_permit = permit;
+    m_keys = m_name.permit(permit);
+    build_renewal();
+}
+
+std::string Lock::release_channel() const {
+    return m_name.released;
+}
+
+std::vector<std::string> Lock::script_keys() const {
+    if (m_limit == 0)
+        return {m_keys.lock, m_keys.meta, m_keys.fence};
+    return {m_keys.lock, m_keys.meta, m_keys.fence, m_name.lock, m_name.limit};
+}
+
+const Script& Lock::renew_script() const {
+    return m_limit == 0 ? k_renew_script : k_renew_permit_script;
+}
+
+util::Expected<AcquireResult> Lock::acquire(int interrupt_fd, bool leader_first) {
+    if (m_limit == 0)
+        return acquire_key(interrupt_fd, leader_first);
+    // Every permit in turn, from a random one (contenders spread over them), until one is
+    // ours. All held: "held", with the servers' answers for the permit that frees first.
+    const size_t first = util::random_index(m_limit);
+    std::optional<AcquireResult> soonest;
+    auto frees_in = [](const AcquireResult& r) {
+        long long least = std::numeric_limits<long long>::max();
+        for (const auto& s : r.servers)
+            if (s.held_pttl >= 0)
+                least = std::min(least, s.held_pttl);
+        return least;
+    };
+    for (size_t k = 0; k < m_limit; ++k) {
+        use_permit((first + k) % m_limit + 1);
+        auto attempt = acquire_key(interrupt_fd, false);
+        if (!attempt || attempt->status != AcquireStatus::held)
+            return attempt;
+        if (!soonest || frees_in(*attempt) < frees_in(*soonest))
+            soonest = std::move(*attempt);
+    }
+    return *soonest;
+}
+
+} // namespace redlock::lock
