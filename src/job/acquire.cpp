@@ -9,6 +9,7 @@
 #include <set>
 #include <unistd.h>
 
+#include "job/wait_policy.hpp"
 #include "lock/inspect.hpp"
 #include "lock/name.hpp"
 #include "redis/subscription.hpp"
@@ -24,6 +25,10 @@ namespace {
 
 using namespace std::chrono_literals;
 namespace log = util::log;
+
+Millis random_jitter(Millis low, Millis high) {
+    return util::random_between(low, high);
+}
 
 // The first forwarded signal pending, or 0 when only others (CHLD, CONT) woke us. Ctrl-Z
 // while waiting stops redlock as it would any command (it holds no lock yet).
@@ -66,32 +71,6 @@ int sleep_interruptibly(process::SignalEvents& signals, Clock::time_point until,
             return 0;
         }
     }
-}
-
-// How long until the holder's key has expired on enough servers for a majority to be
-// free, were it to stop renewing now: what a waiter sleeps at most when no release notice
-// comes. nullopt when that cannot happen by expiry alone (a key with no TTL, servers that
-// did not answer).
-std::optional<Millis> until_expiry(const std::vector<lock::ServerResult>& servers) {
-    const size_t majority = lock::majority_of(servers.size());
-    size_t free = 0;
-    std::vector<long long> held;
-    for (const auto& s : servers) {
-        if (s.vote == lock::ServerResult::Vote::yes) // released again by the failed attempt
-            ++free;
-        else if (s.vote == lock::ServerResult::Vote::no)
-            held.push_back(s.held_pttl == -1 ? std::numeric_limits<long long>::max()
-                                             : std::max(s.held_pttl, 0LL));
-    }
-    if (free >= majority)
-        return Millis(0);
-    size_t need = majority - free;
-    if (need > held.size())
-        return std::nullopt;
-    std::ranges::sort(held);
-    if (held[need - 1] == std::numeric_limits<long long>::max())
-        return std::nullopt;
-    return Millis(held[need - 1]);
 }
 
 // A failed attempt is released where it may have written; where the server refused that
@@ -184,18 +163,6 @@ bool split(const lock::AcquireResult& attempt) {
     return std::ranges::any_of(attempt.servers, [](const lock::ServerResult& s) {
         return s.vote == lock::ServerResult::Vote::yes;
     });
-}
-
-// The spread between colliding waiters, and the largest doubling of it: a round trip
-// apart lets the first one's request reach every server, and its "acquired" come back,
-// before the next one tries. (Half or a quarter of it was measured slower: more collisions.)
-std::chrono::microseconds backoff_unit(const lock::Lock& lock) {
-    return std::max<std::chrono::microseconds>(
-        std::chrono::ceil<std::chrono::microseconds>(lock.round_trip()), 200us);
-}
-
-std::chrono::microseconds backoff_cap(const lock::Lock& lock) {
-    return std::max<std::chrono::microseconds>(backoff_unit(lock) * 32, 20ms);
 }
 
 util::Expected<Acquisition> wait_and_acquire(lock::Lock& lock, std::string_view name,
@@ -329,15 +296,13 @@ util::Expected<Acquisition> wait_and_acquire(lock::Lock& lock, std::string_view 
         } else {
             expiry = until_expiry(attempt->servers);
         }
-        if (too_slow > 0 || !notices || notices->live() == 0)
-            until = now + util::random_between(20ms, 200ms);
-        else
-            until =
-                now + std::min<Millis>(expiry.value_or(1s), 1h) + util::random_between(1ms, 20ms);
-        if (lock.fair()) // each attempt keeps our place in the queue alive
-            until = std::min(until, now + lock::Lock::k_fair_heartbeat);
-        if (give_up)
-            until = std::min(until, *give_up);
+        until = sleep_until({.now = now,
+                             .expiry = expiry,
+                             .listening = notices && notices->live() > 0,
+                             .too_slow = too_slow > 0,
+                             .fair = lock.fair(),
+                             .give_up = give_up},
+                            random_jitter);
         // Who holds it: when the wait starts, and after a release gave it to someone else,
         // but not more than once a second (the terminal line's pace): in a crowd, releases
         // come every few ms, and each look costs every waiter a round trip.
@@ -394,20 +359,11 @@ util::Expected<Acquisition> wait_and_acquire(lock::Lock& lock, std::string_view 
             // doubles with each wake that came to nothing; a waiter that hears someone
             // win in the meantime does not try at all. A lone waiter waits for nothing;
             // --fair waiters need none of it, only the head of the queue can win.
-            auto unit = backoff_unit(lock);
-            std::chrono::microseconds window{0};
-            // Each waiter listens to `listened` of the N servers: one counts about that
-            // share of the waiters.
-            if (auto herd = notices->waiters(); herd && *herd > 0) {
-                const auto all = *herd * static_cast<long long>(lock.connections().size()) /
-                                 static_cast<long long>(std::max<size_t>(listened, 1));
-                if (all > 1)
-                    window = std::min<std::chrono::microseconds>(unit * (all - 1), 1s);
-            }
-            if (collided > 0)
-                window = std::max(window, std::min<std::chrono::microseconds>(
-                                              unit * (1L << std::min<size_t>(collided - 1, 16)),
-                                              backoff_cap(lock)));
+            const auto window = spread_window({.round_trip = lock.round_trip(),
+                                               .herd = notices->waiters(),
+                                               .servers = lock.connections().size(),
+                                               .listened = listened,
+                                               .collided = collided});
             auto start = std::min(Clock::now() + util::random_between(0us, window),
                                   give_up.value_or(Clock::time_point::max()));
             (void)notices->taken(); // from before the release

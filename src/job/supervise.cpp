@@ -27,12 +27,9 @@ class Supervisor {
                Observer& observer)
         : m_lock(lock), m_child(child), m_signals(signals), m_watchdog(watchdog),
           m_observer(observer), m_name(std::move(name)), m_schedule(lock.ttl()),
-          m_max_hold(max_hold) {
+          m_max_hold(max_hold), m_renewals(lock.ttl()) {
         if (max_hold)
             m_max_hold_at = Clock::now() + *max_hold;
-        auto ttl = lock.ttl();
-        m_renew_interval = std::max<Millis>(ttl / 3, 1ms);
-        m_retry_interval = std::clamp<Millis>(ttl / 10, 10ms, 1000ms);
         schedule_renewal(Clock::now());
     }
 
@@ -106,13 +103,8 @@ class Supervisor {
     Clock::time_point term_at() const { return m_schedule.term_at(m_lock.validity_end()); }
     Millis stop_grace() const { return m_schedule.stop_grace(); }
 
-    // The next renewal: every ttl/3, but always well before the TERM deadline, even when a
-    // slow acquisition ate into the lease, and at least two round trips before it: a
-    // renewal's validity counts from when it was sent, so sending early costs nothing, and
-    // with round trips near the TTL renewals simply follow each other.
     void schedule_renewal(Clock::time_point now) {
-        auto lead = std::max<Clock::duration>(m_renew_interval / 2, 2 * m_lock.round_trip());
-        m_next_renewal = std::min(now + m_renew_interval, term_at() - lead);
+        m_next_renewal = m_renewals.next(now, term_at(), m_lock.round_trip());
     }
 
     // Why the lease ran out with no failed renewal: which of redlock and the network was
@@ -226,7 +218,7 @@ class Supervisor {
         case lock::RenewStatus::failed:
             m_observer.renewal_failed(m_lock.last_round(), !m_renewal_failing);
             m_renewal_failing = true;
-            m_next_renewal = now + m_retry_interval;
+            m_next_renewal = now + m_renewals.retry;
             return;
         }
     }
@@ -313,8 +305,7 @@ class Supervisor {
     bool m_watchdog_dead = false;
     bool m_stopped_without_watchdog = false;
 
-    Millis m_renew_interval;
-    Millis m_retry_interval;
+    RenewalSchedule m_renewals;
     Clock::time_point m_next_renewal;
     bool m_renewal_failing = false;
 

@@ -39,6 +39,26 @@ struct StopSchedule {
     Millis kill_margin; // how long before the lease can expire PROGRAM must be gone
 };
 
+// Renewals: every ttl/3, retried every ttl/10 (10 ms to 1 s) after a failure.
+struct RenewalSchedule {
+    explicit RenewalSchedule(Millis ttl)
+        : interval(std::max<Millis>(ttl / 3, Millis(1))),
+          retry(std::clamp<Millis>(ttl / 10, Millis(10), Millis(1000))) {}
+    // When the renewal after one at `now` goes: `interval` later, but always well before
+    // the TERM deadline (`term_at`), even when a slow acquisition ate into the lease, and
+    // at least two round trips before it: a renewal's validity counts from when it was
+    // sent, so sending early costs nothing, and with round trips near the TTL renewals
+    // simply follow each other.
+    [[nodiscard]] Clock::time_point next(Clock::time_point now, Clock::time_point term_at,
+                                         Clock::duration round_trip) const {
+        const auto lead = std::max<Clock::duration>(interval / 2, 2 * round_trip);
+        return std::min(now + interval, term_at - lead);
+    }
+
+    Millis interval;
+    Millis retry;
+};
+
 struct Supervised {
     enum class End {
         exited,   // PROGRAM exited by itself: wait_status

@@ -27,9 +27,9 @@ using Millis = std::chrono::milliseconds;
 
 // How one server answered in a round, for -v and for error messages.
 struct ServerResult {
-    std::string server;
+    std::string server{};
     enum class Vote { yes, no, failed, none } vote = Vote::none;
-    std::string detail; // "ok", "held", "timed out", "Connection refused", ...
+    std::string detail{}; // "ok", "held", "timed out", "Connection refused", ...
     redis::ErrorCode error = redis::ErrorCode::other; // of an error reply
     bool auth_failure = false;
     bool abandoned = false; // not waited for once the round was decided (request was sent)
