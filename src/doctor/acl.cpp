@@ -28,29 +28,17 @@ enum Feature : size_t {
     replicas,
 };
 
-// What each script calls (tests/doctor/acl_test.cpp checks these lists against the
-// sources), for naming the candidates when the server refuses one inside it.
-const std::vector<std::string_view> k_acquire_calls{"get",  "set",     "del", "incr",
-                                                    "hset", "pexpire", "pttl"};
-const std::vector<std::string_view> k_acquire_fair_calls{"get",  "set",     "del",    "incr",
-                                                         "hset", "pexpire", "pttl",   "time",
-                                                         "zadd", "zrange",  "zscore", "zrem"};
-const std::vector<std::string_view> k_renew_calls{"get", "pexpire", "hset", "pttl"};
-const std::vector<std::string_view> k_fence_calls{"get", "set", "exists", "hset"};
-const std::vector<std::string_view> k_release_calls{"get", "del", "exists"};
-const std::vector<std::string_view> k_inspect_calls{"get", "hgetall", "pttl"};
-const std::vector<std::string_view> k_claim_slot_calls{"get", "time", "hget",
-                                                       "del", "hset", "pexpireat"};
-const std::vector<std::string_view> k_finish_slot_calls{"hget", "time", "hset", "pttl", "pexpire"};
-const std::vector<std::string_view> k_fair_leave_calls{"zrem"};
-const std::vector<std::string_view> k_acquire_permit_calls{
-    "get", "type", "time", "zremrangebyscore", "zcard",
-    "set", "pttl", "zadd", "zrange",           "pexpireat",
-    "del", "incr", "hset", "pexpire"};
-const std::vector<std::string_view> k_renew_permit_calls{
-    "get", "pexpire", "hset", "type", "time", "zadd", "zrange", "pexpireat", "pttl"};
-const std::vector<std::string_view> k_release_permit_calls{
-    "get", "del", "exists", "type", "time", "zrem", "zremrangebyscore", "zrange", "pexpireat"};
+// The commands that can refuse a script, for naming the candidates when the server refuses
+// one inside it without saying which: those it calls with redis.call (a refusal inside
+// redis.pcall is swallowed), and its --fair parts' only where the probe gives --fair's keys.
+std::vector<std::string_view> calls_of(const lock::Script& s) {
+    return s.calls.names();
+}
+std::vector<std::string_view> fair_calls_of(const lock::Script& s) {
+    lock::Commands all = s.calls;
+    all.add(s.fair_calls);
+    return all.names();
+}
 
 const char* k_ttl = "1000"; // the probe lock's lease: gone in a second whatever happens
 const char* k_holder_field = "host";
@@ -261,16 +249,16 @@ std::vector<AclProbe> acl_probe_round1(const ProbeKeys& k, const config::ServerC
     out.push_back({run,
                    script(lock::k_acquire_single_script, lock_keys,
                           {token, k_ttl, k_holder_field, k_holder_value}),
-                   k_acquire_calls, lock_keys});
+                   calls_of(lock::k_acquire_single_script), lock_keys});
     // With the channel, as extend sends it: the script then reads the PTTL too.
     out.push_back({run, script(lock::k_renew_script, lock_keys, {token, k_ttl, k.channel}),
-                   k_renew_calls, lock_keys});
+                   calls_of(lock::k_renew_script), lock_keys});
     // The key patterns alone: EVAL checks the keys it is given before the script runs.
     for (const auto& key : {k.lock, k.meta})
         out.push_back({run, {"EVAL", "return 1", "1", key}, {}, {key}});
     out.push_back({evalsha, {"EVALSHA", std::string(lock::k_inspect_script.sha1), "0"}, {}, {}});
     out.push_back({status, script(lock::k_inspect_script, {k.lock, k.meta, k.fence, k.slot}, {}),
-                   k_inspect_calls, lock_keys});
+                   calls_of(lock::k_inspect_script), lock_keys});
     // No one waits on the probe lock's channel: the message wakes nobody.
     out.push_back({waiting, {"PUBLISH", k.channel, "redlock-doctor"}, {}, {}});
     out.push_back({numsub, {"PUBSUB", "NUMSUB", k.channel}, {}, {}});
@@ -296,40 +284,40 @@ std::vector<AclProbe> acl_probe_round2(const ProbeKeys& k, const std::string& to
                                                k.limit};
     std::vector<AclProbe> out;
     out.push_back({run, script(lock::k_fence_script, lock_keys, {token, std::to_string(fence)}),
-                   k_fence_calls, lock_keys});
+                   calls_of(lock::k_fence_script), lock_keys});
     out.push_back({once_per,
                    script(lock::k_claim_slot_script, {k.lock, k.slot},
                           {token, k_ttl, "0", k_holder_field, k_holder_value}),
-                   k_claim_slot_calls,
+                   calls_of(lock::k_claim_slot_script),
                    {k.lock, k.slot}});
     out.push_back({once_per,
                    script(lock::k_finish_slot_script, {k.slot}, {token, "0", k_ttl}),
-                   k_finish_slot_calls,
+                   calls_of(lock::k_finish_slot_script),
                    {k.slot}});
     out.push_back({run, script(lock::k_release_script, lock_keys, {token, k.channel}),
-                   k_release_calls, lock_keys});
+                   calls_of(lock::k_release_script), lock_keys});
     // --fair: a fresh acquisition through the queue (our ticket 1: the counter may be
     // anything, the queue is ours alone), its release, and leaving the queue.
     out.push_back({fair,
                    script(lock::k_acquire_single_script, fair_keys,
                           {token, k_ttl, "1", k_ttl, token, k_holder_field, k_holder_value}),
-                   k_acquire_fair_calls, fair_keys});
+                   fair_calls_of(lock::k_acquire_single_script), fair_keys});
     out.push_back({fair, script(lock::k_release_script, lock_keys, {token, k.channel}),
-                   k_release_calls, lock_keys});
+                   calls_of(lock::k_release_script), lock_keys});
     out.push_back({fair,
                    script(lock::k_fair_leave_script, {k.queue, k.waiting}, {token}),
-                   k_fair_leave_calls,
+                   calls_of(lock::k_fair_leave_script),
                    {k.queue, k.waiting}});
     // --limit: a permit of 2 over the (now free) probe lock, renewed and released.
     out.push_back({limit,
                    script(lock::k_acquire_permit_script, permit_keys,
                           {token, k_ttl, "2", "1", k_holder_field, k_holder_value}),
-                   k_acquire_permit_calls, permit_keys});
+                   calls_of(lock::k_acquire_permit_script), permit_keys});
     out.push_back({limit,
                    script(lock::k_renew_permit_script, permit_keys, {token, k_ttl, k.channel}),
-                   k_renew_permit_calls, permit_keys});
+                   calls_of(lock::k_renew_permit_script), permit_keys});
     out.push_back({limit, script(lock::k_release_permit_script, permit_keys, {token, k.channel}),
-                   k_release_permit_calls, permit_keys});
+                   calls_of(lock::k_release_permit_script), permit_keys});
     return out;
 }
 

@@ -1,25 +1,39 @@
 #pragma once
-// The Lua scripts redlock runs, with their SHA1 for EVALSHA. Keys go only as KEYS and values
-// only as ARGV. KEYS[1] is the lock key, KEYS[2] its metadata hash {<key>}:meta, KEYS[3]
-// its fence counter {<key>}:fence (same hash slot; the counter has no TTL and is never
-// deleted, or fences could go backwards). tests/lock/scripts_test.cpp checks each SHA1 against the
-// server's SCRIPT LOAD.
+// The Lua scripts redlock runs (lock/script.hpp: each with its SHA1 for EVALSHA and the
+// commands it calls, both derived when compiling). Keys go only as KEYS and values only as
+// ARGV. KEYS[1] is the lock key, KEYS[2] its metadata hash {<key>}:meta, KEYS[3] its fence
+// counter {<key>}:fence (same hash slot; the counter has no TTL and is never deleted, or
+// fences could go backwards). tests/lock/scripts_test.cpp checks each SHA1 against the
+// server's SCRIPT LOAD, and each list of commands against the script's source.
 
-#include <algorithm>
-#include <array>
-#include <cstddef>
-#include <string_view>
+#include "lock/script.hpp"
 
 namespace redlock::lock {
 
-struct Script {
-    std::string_view source;
-    std::string_view sha1;
-};
+// The fragments that several scripts share, written once.
 
-// Round 1 of an acquisition over several servers. The fence counter is checked first:
-// anything but a non-negative integer as INCR writes it, below 10^18 (so that the INCR
-// after the SET cannot fail), is an error, never read as 0, and the lock is not touched.
+// Reads the fence counter (KEYS[3]) into `fence`. Anything but a non-negative integer as
+// INCR writes it, below 10^18 (so that an INCR after a SET cannot fail), is an error,
+// never read as 0, and the script stops there, having written nothing.
+inline constexpr auto k_fence_check = fragment(R"lua(local fence = redis.call("get", KEYS[3])
+if fence and fence ~= "0" and not (#fence <= 18 and string.match(fence, "^[1-9]%d*$")) then return redis.error_reply("ERR fence counter " .. KEYS[3] .. " is not a number") end
+)lua",
+                                               {.calls = {"get"}});
+
+// `now`: the server's TIME in ms since the Unix epoch.
+inline constexpr auto k_server_now = fragment(R"lua(local t = redis.call("time")
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+)lua",
+                                              {.calls = {"time"}});
+
+// Goes on only while the lock (KEYS[1]) holds our token (ARGV[1]); else returns 0.
+inline constexpr auto k_token_check =
+    fragment(R"lua(if redis.call("get", KEYS[1]) ~= ARGV[1] then return 0 end
+)lua",
+             {.calls = {"get"}});
+
+// Round 1 of an acquisition over several servers. The fence counter is checked first
+// (k_fence_check), and the lock is not touched when it is not a number.
 // Then SET NX PX; on success the counter is incremented and the metadata hash (the fence
 // and ARGV[3..] field/value pairs) is replaced with the same TTL. Returns the
 // new counter, the fence this server gives (the client takes the largest over a
@@ -47,15 +61,15 @@ struct Script {
 // waiters do not spread out (votes cannot split), so the single-server script does not:
 // it would only wake every waiter for nothing.
 
-// The --fair parts of both acquire scripts (see above), joined into their sources at
-// compile time: enrolment and the head-of-queue check before the SET, and leaving the
-// queue after a successful one.
-inline constexpr char k_fair_enrol[] = R"lua(local first = 3
+// The --fair parts of both acquire scripts (see above): enrolment and the head-of-queue
+// check before the SET, and leaving the queue after a successful one.
+inline constexpr auto k_fair_enrol = fair_only(
+    join(fragment(R"lua(local first = 3
 if #KEYS > 3 then
   first = 6
-  local t = redis.call("time")
-  local now = t[1] * 1000 + math.floor(t[2] / 1000)
-  local keep = tonumber(ARGV[4]) * 10
+)lua"),
+         indented<k_server_now, 2>,
+         fragment(R"lua(  local keep = tonumber(ARGV[4]) * 10
   redis.call("zadd", KEYS[4], "NX", ARGV[3], ARGV[5])
   redis.call("zadd", KEYS[5], now, ARGV[5])
   if tonumber(redis.call("get", KEYS[6]) or 0) < tonumber(ARGV[3]) then redis.call("set", KEYS[6], ARGV[3]) end
@@ -73,82 +87,67 @@ if #KEYS > 3 then
     redis.call("zrem", KEYS[5], head)
   end
 end
-)lua";
-inline constexpr char k_fair_leave[] = R"lua(  if #KEYS > 3 then
+)lua",
+                  {.calls = {"zadd", "get", "set", "pexpire", "zrange", "zscore", "zrem"}})));
+inline constexpr auto k_fair_leave = fair_only(fragment(R"lua(  if #KEYS > 3 then
     redis.call("zrem", KEYS[4], ARGV[5])
     redis.call("zrem", KEYS[5], ARGV[5])
   end
-)lua";
-
-namespace detail {
-// String literals joined at compile time (without their NULs), for scripts sharing parts.
-template <size_t... N>
-constexpr auto join(const char (&... parts)[N]) {
-    std::array<char, ((N - 1) + ...)> out{};
-    size_t at = 0;
-    ((std::copy_n(parts, N - 1, out.begin() + static_cast<std::ptrdiff_t>(at)), at += N - 1), ...);
-    return out;
-}
-template <size_t N>
-constexpr std::string_view view(const std::array<char, N>& text) {
-    return {text.data(), N};
-}
-} // namespace detail
+)lua",
+                                                        {.calls = {"zrem"}}));
 
 // An acquire script's "held" reply, -2 - PTTL: the lock's remaining ms (-1: no expiry).
 [[nodiscard]] constexpr long long held_pttl(long long reply) {
     return -2 - reply;
 }
 
-// The parts both acquire scripts share: the counter check and the --fair enrolment, the
-// SET, and on success the increment and the metadata. They differ only in the
-// "acquired" notice.
-inline constexpr char k_acquire_head[] = R"lua(local fence = redis.call("get", KEYS[3])
-if fence and fence ~= "0" and not (#fence <= 18 and string.match(fence, "^[1-9]%d*$")) then return redis.error_reply("ERR fence counter " .. KEYS[3] .. " is not a number") end
-)lua";
-inline constexpr char k_acquire_set[] =
-    R"lua(if redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
+// The parts both acquire scripts share, around the --fair ones: the SET, and on success
+// the increment and the metadata; and the reply. They differ only in the "acquired"
+// notice.
+inline constexpr auto k_acquire_set =
+    fragment(R"lua(if redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
   redis.call("del", KEYS[2])
-)lua";
-inline constexpr char k_acquire_won[] = R"lua(  fence = redis.call("incr", KEYS[3])
+)lua",
+             {.calls = {"set", "del"}});
+inline constexpr auto k_acquire_won = fragment(R"lua(  fence = redis.call("incr", KEYS[3])
   if #ARGV >= first then
     redis.call("hset", KEYS[2], "fence", fence, unpack(ARGV, first))
     redis.call("pexpire", KEYS[2], ARGV[2])
   end
-)lua";
-inline constexpr char k_acquire_tail[] = R"lua(  return fence
+)lua",
+                                               {.calls = {"incr", "hset", "pexpire"}});
+inline constexpr auto k_acquire_tail = fragment(R"lua(  return fence
 end
-return -2 - redis.call("pttl", KEYS[1]))lua";
+return -2 - redis.call("pttl", KEYS[1]))lua",
+                                                {.calls = {"pttl"}});
 
 inline constexpr auto k_acquire_text =
-    detail::join(k_acquire_head, k_fair_enrol, k_acquire_set, k_fair_leave, k_acquire_won,
-                 R"lua(  redis.pcall("publish", "{" .. KEYS[1] .. "}:released", "acquired")
+    compose(k_fence_check, k_fair_enrol, k_acquire_set, k_fair_leave, k_acquire_won,
+            fragment(R"lua(  redis.pcall("publish", "{" .. KEYS[1] .. "}:released", "acquired")
 )lua",
-                 k_acquire_tail);
-inline constexpr Script k_acquire_script{detail::view(k_acquire_text),
-                                         "0f5f3222ae0502f0a241b8564eb1dc6f74e897fd"};
+                     {.pcalls = {"publish"}}),
+            k_acquire_tail);
+inline constexpr Script k_acquire_script = script(k_acquire_text);
 
 // The whole acquisition on a single server: as k_acquire_script without the "acquired"
 // notice. Its fence is final: one server's counter is the whole register.
-inline constexpr auto k_acquire_single_text = detail::join(
-    k_acquire_head, k_fair_enrol, k_acquire_set, k_fair_leave, k_acquire_won, k_acquire_tail);
-inline constexpr Script k_acquire_single_script{detail::view(k_acquire_single_text),
-                                                "9f4570f5f66916c0520db3ceb960d00ba5b3516f"};
+inline constexpr auto k_acquire_single_text = compose(k_fence_check, k_fair_enrol, k_acquire_set,
+                                                      k_fair_leave, k_acquire_won, k_acquire_tail);
+inline constexpr Script k_acquire_single_script = script(k_acquire_single_text);
 
 // Round 2 over several servers, sent only when the round-1 replies differ (ARGV[1] token,
 // ARGV[2] fence): while this server still holds our token, raise its counter to the
 // fence, never lowering it, and record the fence in the metadata if there is any. Returns
 // 1 when the counter now holds our fence, 0 when the token is gone or the counter is
 // already higher.
-inline constexpr Script k_fence_script{
-    R"lua(if redis.call("get", KEYS[1]) ~= ARGV[1] then return 0 end
-local fence = redis.call("get", KEYS[3])
-if fence and fence ~= "0" and not (#fence <= 18 and string.match(fence, "^[1-9]%d*$")) then return redis.error_reply("ERR fence counter " .. KEYS[3] .. " is not a number") end
-if fence and tonumber(fence) > tonumber(ARGV[2]) then return 0 end
+inline constexpr auto k_fence_text =
+    compose(k_token_check, k_fence_check,
+            fragment(R"lua(if fence and tonumber(fence) > tonumber(ARGV[2]) then return 0 end
 redis.call("set", KEYS[3], ARGV[2])
 if redis.call("exists", KEYS[2]) == 1 then redis.call("hset", KEYS[2], "fence", ARGV[2]) end
 return 1)lua",
-    "ea80dad9209dce7556e8b5f1b304acda0d87e79d"};
+                     {.calls = {"set", "exists", "hset"}}));
+inline constexpr Script k_fence_script = script(k_fence_text);
 
 // Compare-and-pexpire (ARGV[1] token, ARGV[2] ttl ms), the metadata alongside (its ttl_ms
 // follows, for `extend`). Never re-creates an expired lock. Returns 1 when renewed, 0 when
@@ -158,14 +157,22 @@ return 1)lua",
 // release's (12 hex digits of SHA1 of token and ttl: the same on every server, another
 // than its release's), and the waiters look again. A renewal, which only lengthens the
 // lease, goes without the channel and says nothing.
-inline constexpr Script k_renew_script{
-    R"lua(if redis.call("get", KEYS[1]) ~= ARGV[1] then return 0 end
-if redis.call("pexpire", KEYS[2], ARGV[2]) == 1 then redis.call("hset", KEYS[2], "ttl_ms", ARGV[2]) end
-local shorter = ARGV[3] and tonumber(ARGV[2]) < redis.call("pttl", KEYS[1])
+// The parts both renew scripts share: the token and metadata first, the lock and the
+// notice last.
+inline constexpr auto k_renew_head = join(
+    k_token_check,
+    fragment(
+        R"lua(if redis.call("pexpire", KEYS[2], ARGV[2]) == 1 then redis.call("hset", KEYS[2], "ttl_ms", ARGV[2]) end
+)lua",
+        {.calls = {"pexpire", "hset"}}));
+inline constexpr auto k_renew_tail =
+    fragment(R"lua(local shorter = ARGV[3] and tonumber(ARGV[2]) < redis.call("pttl", KEYS[1])
 local renewed = redis.call("pexpire", KEYS[1], ARGV[2])
 if shorter then redis.pcall("publish", ARGV[3], "shortened " .. redis.sha1hex(ARGV[1] .. " " .. ARGV[2]):sub(1, 12)) end
 return renewed)lua",
-    "a513d0404c3b5ac766bfdff271472c1e28cd82d2"};
+             {.calls = {"pttl", "pexpire"}, .pcalls = {"publish"}});
+inline constexpr auto k_renew_text = compose(k_renew_head, k_renew_tail);
+inline constexpr Script k_renew_script = script(k_renew_text);
 
 // Compare-and-delete of the lock and its metadata (ARGV[1] token). Then, if ARGV[2] names
 // the release channel ({<key>}:released, in the key's hash slot) and the lock is free here
@@ -178,34 +185,36 @@ return renewed)lua",
 // allows no channels must not cost the release itself. Returns 1 when deleted, 0 when not ours.
 // The parts both release scripts share: compare-and-delete (or "not ours, but free here"),
 // and the notice.
-inline constexpr char k_release_head[] = R"lua(local deleted = 0
+inline constexpr auto k_release_head = fragment(R"lua(local deleted = 0
 if redis.call("get", KEYS[1]) == ARGV[1] then
   redis.call("del", KEYS[2])
   deleted = redis.call("del", KEYS[1])
 elseif redis.call("exists", KEYS[1]) == 1 then
   return 0
 end
-)lua";
-inline constexpr char k_release_notice[] = R"lua(if ARGV[2] then
+)lua",
+                                                {.calls = {"get", "del", "exists"}});
+inline constexpr auto k_release_notice = fragment(R"lua(if ARGV[2] then
   local n = redis.pcall("pubsub", "numsub", ARGV[2])
   n = type(n) == "table" and n[2]
   redis.pcall("publish", ARGV[2], (n and tostring(n) or "released") .. " " .. redis.sha1hex(ARGV[1]):sub(1, 12))
 end
-return deleted)lua";
-inline constexpr auto k_release_text = detail::join(k_release_head, k_release_notice);
-inline constexpr Script k_release_script{detail::view(k_release_text),
-                                         "d5bc0259c6049d36136a02ac8ab66b648ee6dd59"};
+return deleted)lua",
+                                                  {.pcalls = {"pubsub", "publish"}});
+inline constexpr auto k_release_text = compose(k_release_head, k_release_notice);
+inline constexpr Script k_release_script = script(k_release_text);
 
 // The token, remaining TTL (ms), metadata and fence counter of a lock, and the record of
 // its last --once-per run if KEYS[4] names it ({} if not); {nil, -2, {}, fence, record} when
 // free (the counter outlives the lock: it has no TTL).
-inline constexpr Script k_inspect_script{
-    R"lua(local token = redis.call("get", KEYS[1])
+inline constexpr auto k_inspect_text =
+    compose(fragment(R"lua(local token = redis.call("get", KEYS[1])
 local fence = redis.call("get", KEYS[3])
 local last = KEYS[4] and redis.call("hgetall", KEYS[4]) or {}
 if not token then return {false, -2, {}, fence, last} end
 return {token, redis.call("pttl", KEYS[1]), redis.call("hgetall", KEYS[2]), fence, last})lua",
-    "a85041653905f5cf568e3229b520e28580a71b7e"};
+                     {.calls = {"get", "hgetall", "pttl"}}));
+inline constexpr Script k_inspect_script = script(k_inspect_text);
 
 // --once-per: claims the current slot for the run holding the lock (KEYS[1] the lock,
 // KEYS[2] the slot record {<key>}:slot; ARGV[1] our token, ARGV[2] the slot length in ms,
@@ -218,11 +227,9 @@ return {token, redis.call("pttl", KEYS[1]), redis.call("hgetall", KEYS[2]), fenc
 // has a start_error, k_finish_slot_script) did not use it up: the slot can be claimed
 // again, but not an earlier one. Returns 1 claimed, -1 the slot has been run (or is
 // running), 0 the lock no longer holds our token.
-inline constexpr Script k_claim_slot_script{
-    R"lua(if redis.call("get", KEYS[1]) ~= ARGV[1] then return 0 end
-local t = redis.call("time")
-local now = t[1] * 1000 + math.floor(t[2] / 1000)
-local length = tonumber(ARGV[2])
+inline constexpr auto k_claim_slot_text =
+    compose(k_token_check, k_server_now,
+            fragment(R"lua(local length = tonumber(ARGV[2])
 local slot = math.floor((now + tonumber(ARGV[3])) / length)
 local last = tonumber(redis.call("hget", KEYS[2], "slot") or "")
 if last and (last > slot or (last == slot and not redis.call("hget", KEYS[2], "start_error"))) then return -1 end
@@ -230,7 +237,8 @@ redis.call("del", KEYS[2])
 redis.call("hset", KEYS[2], "slot", slot, "slot_ms", length, "token", ARGV[1], "started_ms", now, unpack(ARGV, 4))
 redis.call("pexpireat", KEYS[2], (slot + 2) * length - tonumber(ARGV[3]))
 return 1)lua",
-    "f999d2d6e63ae2e9c2fde4841469ddf4c829068a"};
+                     {.calls = {"hget", "del", "hset", "pexpireat"}}));
+inline constexpr Script k_claim_slot_script = script(k_claim_slot_text);
 
 // --once-per, when the run is over: records its end (this server's TIME) and exit status
 // in the slot record if it is still ours (KEYS[1] the record; ARGV[1] our token, ARGV[2]
@@ -238,25 +246,29 @@ return 1)lua",
 // says why PROGRAM could not be started (start_error): the record stays, for status, but
 // the slot is open again (k_claim_slot_script). Returns 1 recorded, 0 not ours (expired,
 // or a later slot's run).
-inline constexpr Script k_finish_slot_script{
-    R"lua(if redis.call("hget", KEYS[1], "token") ~= ARGV[1] then return 0 end
-local t = redis.call("time")
-redis.call("hset", KEYS[1], "ended_ms", t[1] * 1000 + math.floor(t[2] / 1000), "status", ARGV[2])
+inline constexpr auto k_finish_slot_text =
+    compose(fragment(R"lua(if redis.call("hget", KEYS[1], "token") ~= ARGV[1] then return 0 end
+)lua",
+                     {.calls = {"hget"}}),
+            k_server_now,
+            fragment(R"lua(redis.call("hset", KEYS[1], "ended_ms", now, "status", ARGV[2])
 if ARGV[4] then redis.call("hset", KEYS[1], "start_error", ARGV[4]) end
 if redis.call("pttl", KEYS[1]) < tonumber(ARGV[3]) then redis.call("pexpire", KEYS[1], ARGV[3]) end
 return 1)lua",
-    "0e535ac8079da375973f71fc4cc42b35101526ca"};
+                     {.calls = {"hset", "pttl", "pexpire"}}));
+inline constexpr Script k_finish_slot_script = script(k_finish_slot_text);
 
 // release --force of a lock key that is not a string (a hash someone wrote there): deletes
 // KEYS[1] only if GET still fails with WRONGTYPE, so that a lock taken meanwhile is never
 // removed. Needs only the GET and DEL that release needs.
-inline constexpr Script k_remove_wrong_type_script{
-    R"lua(local value = redis.pcall("get", KEYS[1])
+inline constexpr auto k_remove_wrong_type_text =
+    compose(fragment(R"lua(local value = redis.pcall("get", KEYS[1])
 if type(value) == "table" and value.err and string.find(value.err, "WRONGTYPE", 1, true) then
   return redis.call("del", KEYS[1])
 end
 return 0)lua",
-    "b0642323e7f7959470b62e32a0ac9185f9938634"};
+                     {.calls = {"del"}, .pcalls = {"get"}}));
+inline constexpr Script k_remove_wrong_type_script = script(k_remove_wrong_type_text);
 
 // --limit N: a semaphore of N permits, each a lock of its own (a key, metadata and fence
 // counter, lock/name.hpp permit_key), so that over several servers each permit is a
@@ -271,14 +283,14 @@ return 0)lua",
 // "acquired"; holder fields from ARGV[5]); the fence as k_acquire_script. Expired holders are
 // dropped first, by the server's clock. Held: -2 - PTTL of the permit (or of the plain lock holding
 // the name). Holders with another limit: the error "LIMIT <theirs>".
-inline constexpr Script k_acquire_permit_script{
-    R"lua(local fence = redis.call("get", KEYS[3])
-if fence and fence ~= "0" and not (#fence <= 18 and string.match(fence, "^[1-9]%d*$")) then return redis.error_reply("ERR fence counter " .. KEYS[3] .. " is not a number") end
-local kind = redis.call("type", KEYS[4]).ok
+inline constexpr auto k_acquire_permit_text =
+    compose(k_fence_check,
+            fragment(R"lua(local kind = redis.call("type", KEYS[4]).ok
 if kind ~= "zset" and kind ~= "none" then return -2 - redis.call("pttl", KEYS[4]) end
-local t = redis.call("time")
-local now = t[1] * 1000 + math.floor(t[2] / 1000)
-redis.call("zremrangebyscore", KEYS[4], "-inf", now)
+)lua",
+                     {.calls = {"type", "pttl"}}),
+            k_server_now,
+            fragment(R"lua(redis.call("zremrangebyscore", KEYS[4], "-inf", now)
 local limit = tonumber(redis.call("get", KEYS[5]) or "")
 if limit and limit ~= tonumber(ARGV[3]) and redis.call("zcard", KEYS[4]) > 0 then
   return redis.error_reply("LIMIT " .. limit)
@@ -297,34 +309,40 @@ if #ARGV >= 5 then
 end
 if ARGV[4] ~= "1" then redis.pcall("publish", "{" .. KEYS[4] .. "}:released", "acquired") end
 return reply)lua",
-    "3713b2a30fe6a26066a812c3b9a786fe432c13d5"};
+                     {.calls = {"zremrangebyscore", "get", "zcard", "set", "pttl", "zadd", "zrange",
+                                "pexpireat", "del", "incr", "hset", "pexpire"},
+                      .pcalls = {"publish"}}));
+inline constexpr Script k_acquire_permit_script = script(k_acquire_permit_text);
 
 // Renew a permit: as k_renew_script (ARGV[3] the release channel, for a lease cut short),
 // and its holder's entry in the name's set moves on with it (never over a plain lock that
 // took the name meanwhile).
-inline constexpr Script k_renew_permit_script{
-    R"lua(if redis.call("get", KEYS[1]) ~= ARGV[1] then return 0 end
-if redis.call("pexpire", KEYS[2], ARGV[2]) == 1 then redis.call("hset", KEYS[2], "ttl_ms", ARGV[2]) end
-if redis.call("type", KEYS[4]).ok ~= "string" then
-  local t = redis.call("time")
-  redis.call("zadd", KEYS[4], t[1] * 1000 + math.floor(t[2] / 1000) + tonumber(ARGV[2]), ARGV[1])
+inline constexpr auto k_renew_permit_text =
+    compose(k_renew_head,
+            fragment(R"lua(if redis.call("type", KEYS[4]).ok ~= "string" then
+)lua",
+                     {.calls = {"type"}}),
+            indented<k_server_now, 2>,
+            fragment(R"lua(  redis.call("zadd", KEYS[4], now + tonumber(ARGV[2]), ARGV[1])
   local last = redis.call("zrange", KEYS[4], -1, -1, "WITHSCORES")[2]
   redis.call("pexpireat", KEYS[4], last)
   redis.call("pexpireat", KEYS[5], last)
 end
-local shorter = ARGV[3] and tonumber(ARGV[2]) < redis.call("pttl", KEYS[1])
-local renewed = redis.call("pexpire", KEYS[1], ARGV[2])
-if shorter then redis.pcall("publish", ARGV[3], "shortened " .. redis.sha1hex(ARGV[1] .. " " .. ARGV[2]):sub(1, 12)) end
-return renewed)lua",
-    "a6f30864cff6cd259c710fa8d64e3583c96c6e99"};
+)lua",
+                     {.calls = {"zadd", "zrange", "pexpireat"}}),
+            k_renew_tail);
+inline constexpr Script k_renew_permit_script = script(k_renew_permit_text);
 
 // Release a permit (ARGV[2] the release channel): as k_release_script, and its holder
 // leaves the name's set, which goes (with the limit) with its last live holder.
 inline constexpr auto k_release_permit_text =
-    detail::join(k_release_head, R"lua(if redis.call("type", KEYS[4]).ok == "zset" then
-  local t = redis.call("time")
-  redis.call("zrem", KEYS[4], ARGV[1])
-  redis.call("zremrangebyscore", KEYS[4], "-inf", t[1] * 1000 + math.floor(t[2] / 1000))
+    compose(k_release_head,
+            fragment(R"lua(if redis.call("type", KEYS[4]).ok == "zset" then
+)lua",
+                     {.calls = {"type"}}),
+            indented<k_server_now, 2>,
+            fragment(R"lua(  redis.call("zrem", KEYS[4], ARGV[1])
+  redis.call("zremrangebyscore", KEYS[4], "-inf", now)
   local last = redis.call("zrange", KEYS[4], -1, -1, "WITHSCORES")[2]
   if last then
     redis.call("pexpireat", KEYS[4], last)
@@ -334,15 +352,16 @@ inline constexpr auto k_release_permit_text =
   end
 end
 )lua",
-                 k_release_notice);
-inline constexpr Script k_release_permit_script{detail::view(k_release_permit_text),
-                                                "8575f9bae2fa80a289f9a10b0be45c23ea71b6b5"};
+                     {.calls = {"zrem", "zremrangebyscore", "zrange", "pexpireat", "del"}}),
+            k_release_notice);
+inline constexpr Script k_release_permit_script = script(k_release_permit_text);
 
 // --fair: leave the queue (KEYS[1] queue, KEYS[2] last attempts; ARGV[1] token), when a
 // waiter gives up.
-inline constexpr Script k_fair_leave_script{
-    R"lua(redis.call("zrem", KEYS[2], ARGV[1])
+inline constexpr auto k_fair_leave_text =
+    compose(fragment(R"lua(redis.call("zrem", KEYS[2], ARGV[1])
 return redis.call("zrem", KEYS[1], ARGV[1]))lua",
-    "1a010de8a6b378e24efddb65a53a3888a788083b"};
+                     {.calls = {"zrem"}}));
+inline constexpr Script k_fair_leave_script = script(k_fair_leave_text);
 
 } // namespace redlock::lock

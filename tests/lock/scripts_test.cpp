@@ -1,10 +1,15 @@
+#include <array>
+#include <set>
 #include <string>
+#include <string_view>
+#include <utility>
 
 #include <doctest/doctest.h>
 
 #include "lock/scripts.hpp"
 #include "support/redis_server.hpp"
 
+using redlock::lock::Commands;
 using redlock::lock::k_acquire_script;
 using redlock::lock::k_acquire_single_script;
 using redlock::lock::k_fair_leave_script;
@@ -20,28 +25,84 @@ namespace {
 std::string load(const RedisServer& server, const Script& script) {
     return server.command({"SCRIPT", "LOAD", std::string(script.source)});
 }
+
+const std::array<std::pair<std::string_view, const Script*>, 13> k_every_script{{
+    {"acquire", &k_acquire_script},
+    {"acquire single", &k_acquire_single_script},
+    {"fence", &k_fence_script},
+    {"renew", &k_renew_script},
+    {"release", &k_release_script},
+    {"inspect", &k_inspect_script},
+    {"remove wrong type", &k_remove_wrong_type_script},
+    {"fair leave", &k_fair_leave_script},
+    {"acquire permit", &redlock::lock::k_acquire_permit_script},
+    {"renew permit", &redlock::lock::k_renew_permit_script},
+    {"release permit", &redlock::lock::k_release_permit_script},
+    {"claim slot", &redlock::lock::k_claim_slot_script},
+    {"finish slot", &redlock::lock::k_finish_slot_script},
+}};
+
+// The commands `source` calls with redis.<how> ("call" or "pcall"). Every such call must
+// name its command as a literal, or it could not be checked.
+std::set<std::string> called_in(std::string_view source, std::string_view how) {
+    const std::string needle = "redis." + std::string(how);
+    std::set<std::string> names;
+    for (size_t at = source.find(needle); at != std::string_view::npos;
+         at = source.find(needle, at + 1)) {
+        const size_t open = at + needle.size();
+        INFO("at: ", source.substr(at, 40));
+        REQUIRE(source.substr(open, 2) == "(\"");
+        const size_t close = source.find('"', open + 2);
+        REQUIRE(close != std::string_view::npos);
+        names.emplace(source.substr(open + 2, close - open - 2));
+    }
+    return names;
+}
+
+std::set<std::string> names_of(Commands commands, const Commands& more = {}) {
+    commands.add(more);
+    const auto names = commands.names();
+    return {names.begin(), names.end()};
+}
+
+// The source without the --fair parts, and those parts.
+std::pair<std::string, std::string> split_fair(std::string source) {
+    std::string fair;
+    for (std::string_view part :
+         {redlock::lock::k_fair_enrol.view(), redlock::lock::k_fair_leave.view()})
+        if (auto at = source.find(part); at != std::string::npos) {
+            source.erase(at, part.size());
+            fair += part;
+        }
+    return {source, fair};
+}
 } // namespace
 
 TEST_CASE("each script's sha1 constant is the one the server computes for its source") {
     RedisServer server;
-    CHECK(load(server, k_acquire_script) == k_acquire_script.sha1);
-    CHECK(load(server, k_acquire_single_script) == k_acquire_single_script.sha1);
-    CHECK(load(server, k_fence_script) == k_fence_script.sha1);
-    CHECK(load(server, k_renew_script) == k_renew_script.sha1);
-    CHECK(load(server, k_release_script) == k_release_script.sha1);
-    CHECK(load(server, k_inspect_script) == k_inspect_script.sha1);
-    CHECK(load(server, k_remove_wrong_type_script) == k_remove_wrong_type_script.sha1);
-    CHECK(load(server, k_fair_leave_script) == redlock::lock::k_fair_leave_script.sha1);
-    CHECK(load(server, redlock::lock::k_acquire_permit_script) ==
-          redlock::lock::k_acquire_permit_script.sha1);
-    CHECK(load(server, redlock::lock::k_renew_permit_script) ==
-          redlock::lock::k_renew_permit_script.sha1);
-    CHECK(load(server, redlock::lock::k_release_permit_script) ==
-          redlock::lock::k_release_permit_script.sha1);
-    CHECK(load(server, redlock::lock::k_claim_slot_script) ==
-          redlock::lock::k_claim_slot_script.sha1);
-    CHECK(load(server, redlock::lock::k_finish_slot_script) ==
-          redlock::lock::k_finish_slot_script.sha1);
+    for (const auto& [name, script] : k_every_script) {
+        CAPTURE(name);
+        CHECK(load(server, *script) == script->sha1);
+    }
+}
+
+TEST_CASE("each script lists exactly the commands its source calls") {
+    for (const auto& [name, script] : k_every_script) {
+        CAPTURE(name);
+        CHECK(names_of(script->calls, script->fair_calls) == called_in(script->source, "call"));
+        CHECK(names_of(script->pcalls) == called_in(script->source, "pcall"));
+    }
+}
+
+TEST_CASE("only the --fair parts of a script call what it lists as --fair's") {
+    for (const auto& [name, script] : k_every_script) {
+        CAPTURE(name);
+        const auto [rest, fair] = split_fair(std::string(script->source));
+        CHECK(names_of(script->calls) == called_in(rest, "call"));
+        CHECK(names_of(script->fair_calls) == called_in(fair, "call"));
+    }
+    CHECK_FALSE(k_acquire_script.fair_calls.empty());
+    CHECK_FALSE(k_acquire_single_script.fair_calls.empty());
 }
 
 TEST_CASE("the inspect script reports a free lock as nil, -2 and no metadata") {
