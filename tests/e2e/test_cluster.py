@@ -1,4 +1,4 @@
-"""Redis Cluster (contract "Servers beyond plain TCP (round 2)"): a server entry that is a
+"""Redis Cluster: a server entry that is a
 cluster node is one lock server; MOVED and ASK are followed, the slot's owner is learned,
 and a slot migrated while a lock is held does not lose it."""
 

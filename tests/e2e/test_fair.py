@@ -1,4 +1,4 @@
-"""--fair (issue 9): first come, first served among the --fair waiters of a name, over one
+"""--fair: first come, first served among the --fair waiters of a name, over one
 server and over five; a waiter that dies or gives up stops holding the line within
 seconds; contenders without --fair are not held back."""
 

@@ -1,4 +1,4 @@
-"""Round trips that are a large part of the TTL (issue 14, #7): a free lock is never
+"""Round trips that are a large part of the TTL: a free lock is never
 reported held, a lease is kept while renewals can still keep up, and when they cannot,
 the message says that the servers are too slow for this TTL rather than "failed"."""
 

@@ -1,4 +1,4 @@
-"""Modes of run (contract "Modes of run (round 2)"): --max-hold, --min-validity,
+"""Modes of run: --max-hold, --min-validity,
 --min-hold, --once-per, --limit, nested runs."""
 
 import json

@@ -1,4 +1,4 @@
-"""replicas = N (contract "Servers beyond plain TCP (round 2)"): a lock write counts on a
+"""replicas = N: a lock write counts on a
 server only once N of its replicas acknowledged it (WAIT)."""
 
 import unittest

@@ -1,4 +1,4 @@
-"""Redis Sentinel (contract "Servers beyond plain TCP (round 2)"): a
+"""Redis Sentinel: a
 redis-sentinel://HOST[:PORT][,...]#MASTER server is the master the sentinels name, checked
 with ROLE, and followed after a real failover (kill -9 of the master)."""
 

@@ -1,4 +1,4 @@
-"""rediss:// (contract "Servers beyond plain TCP (round 2)"): TLS against a real
+"""rediss://: TLS against a real
 redis-server with a TLS port, certificates made for the test with openssl(1)."""
 
 import os

@@ -1,4 +1,4 @@
-"""Waiting well (issue 9): a waiter is woken by the release itself, not by polling; a holder
+"""Waiting well: a waiter is woken by the release itself, not by polling; a holder
 that dies without releasing is noticed by expiry; lost notices (a subscription killed, a
 server frozen, an ACL without channels) still converge."""
 
