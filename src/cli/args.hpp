@@ -49,6 +49,8 @@ struct CommandArgs {
     bool yes = false;
     bool json = false;
     bool shell = false;
+    std::optional<std::string> count; // history -n
+    std::optional<std::string> since; // history --since
     bool operator==(const CommandArgs&) const = default;
 };
 

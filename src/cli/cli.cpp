@@ -332,6 +332,28 @@ int dispatch(std::string_view chosen, const RunArgs& run_args, const CommandArgs
     }
     if (is("doctor"))
         return doctor_command(DoctorOptions{args.json}, cfg);
+    if (is("history")) {
+        auto name = one_name(args.names, args.keys);
+        if (!name)
+            return report(name.error());
+        HistoryOptions options;
+        options.name = *name;
+        options.json = args.json;
+        if (args.count) {
+            size_t n = 0;
+            const auto& text = *args.count;
+            auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+            if (ec != std::errc() || end != text.data() + text.size() || n < 1 || n > 100000)
+                return report({util::ErrorKind::usage,
+                               util::format("invalid -n '{}': expected 1 to 100000", text)});
+            options.count = n;
+        }
+        auto since = optional_duration(args.since);
+        if (!since)
+            return report(since.error());
+        options.since = *since;
+        return history_command(options, cfg);
+    }
 
     auto name = one_name(args.names, args.keys);
     if (!name)
@@ -509,6 +531,11 @@ std::expected<CommandLine, int> parse_with_cli11(int argc, char** argv) {
         command->add_flag("-f,--force", args.force);
         command->add_flag("-y,--yes", args.yes);
     } else if (chosen == "doctor") {
+        add_json_option(command, args);
+    } else if (chosen == "history") {
+        add_name_options(command, args);
+        add_text_option(command, "-n,--count", args.count)->type_name("N");
+        add_text_option(command, "--since", args.since)->type_name("DURATION");
         add_json_option(command, args);
     }
 

@@ -18,6 +18,14 @@ struct StatusOptions {
 };
 [[nodiscard]] int status_command(const StatusOptions& options, const config::Config& config);
 
+struct HistoryOptions {
+    std::string name;
+    size_t count = 20;                              // -n: the newest N runs
+    std::optional<std::chrono::milliseconds> since; // --since: started at most this long ago
+    bool json = false;
+};
+[[nodiscard]] int history_command(const HistoryOptions& options, const config::Config& config);
+
 struct ListOptions {
     std::string pattern = "*";
     bool json = false;

@@ -10,9 +10,11 @@
 
 #include "job/acquire.hpp"
 #include "job/run.hpp"
+#include "lock/history.hpp"
 #include "lock/holder.hpp"
 #include "lock/lock.hpp"
 #include "util/error.hpp"
+#include "util/json.hpp"
 
 namespace redlock::cli {
 
@@ -45,6 +47,11 @@ unless_acquired(const util::Expected<job::Acquisition>& acquisition, int conflic
 // How long ago an ISO 8601 UTC timestamp ("2026-12-02T14:16:33.620Z") was; nullopt when
 // the text is not one (metadata is whatever a client wrote).
 [[nodiscard]] std::optional<std::chrono::milliseconds> age_of(const std::string& iso);
+
+// A history entry (cli/history_command.cpp) as `status` shows it: one line for a person,
+// or a JSON object as `history --json` writes each run.
+[[nodiscard]] std::string history_last_text(const lock::HistoryEntry& entry);
+void write_history_run(util::JsonWriter& json, const lock::HistoryEntry& entry);
 
 // "user@host (pid N)", escaped for a terminal, or "an unknown owner (...)".
 [[nodiscard]] std::string holder_text(const std::optional<lock::Holder>& holder);

@@ -8,8 +8,8 @@ namespace {
 
 using namespace std::string_view_literals;
 
-constexpr std::array k_commands = {"run"sv,    "status"sv,  "list"sv,  "acquire"sv,
-                                   "extend"sv, "release"sv, "doctor"sv};
+constexpr std::array k_commands = {"run"sv,     "status"sv, "list"sv,    "history"sv,
+                                   "acquire"sv, "extend"sv, "release"sv, "doctor"sv};
 
 // Every help but redlock's own ends with this.
 #define GLOBAL_OPTIONS                                                                             \
@@ -38,6 +38,7 @@ Commands:
   run       run PROGRAM while holding a lock
   status    show whether locks are held, by whom, for how long
   list      list the held locks
+  history   show the runs of a lock: who ran, waited, skipped, and how it ended
   acquire   take a lock for a script and print its token
   extend    extend a lock taken with acquire
   release   release a lock (--token) or remove it (--force)
@@ -101,6 +102,25 @@ Options:
   -h, --help          show this help
 )" GLOBAL_OPTIONS R"(
 Exit status: 0 shown (held or free);
+)" COMMON_STATUS;
+
+constexpr std::string_view k_history =
+    R"(Usage: redlock history [-n N] [--since DURATION] [--json] NAME
+Show the runs of the lock NAME, newest first, as the servers recorded them: when
+each started (servers' clock), where, who, what, how it ended (ran and its exit
+status, lease lost, stopped by --max-hold, skipped while held by another, slot
+already run, gave up waiting, force-released), how long it waited and held the
+lock, and its fence. On a terminal, a timeline shows overlaps and gaps.
+
+Options:
+  -k, --key NAME      the lock's name, the same as NAME
+  -n, --count N       the newest N runs (default 20)
+      --since DURATION
+                      only runs that started at most this long ago
+      --json          print one JSON document (see redlock(1))
+  -h, --help          show this help
+)" GLOBAL_OPTIONS R"(
+Exit status: 0 shown (also when none is recorded);
 )" COMMON_STATUS;
 
 constexpr std::string_view k_list = R"(Usage: redlock list [-p GLOB] [--json]
@@ -179,7 +199,7 @@ std::span<const std::string_view> command_names() {
 }
 
 std::string_view help_text(std::string_view command) {
-    constexpr std::array<std::pair<std::string_view, std::string_view>, 8> k_help = {{
+    constexpr std::array<std::pair<std::string_view, std::string_view>, 9> k_help = {{
         {"", k_main},
         {"run", k_run},
         {"status", k_status},
@@ -188,6 +208,7 @@ std::string_view help_text(std::string_view command) {
         {"extend", k_extend},
         {"release", k_release},
         {"doctor", k_doctor},
+        {"history", k_history},
     }};
     for (const auto& [name, text] : k_help)
         if (name == command)

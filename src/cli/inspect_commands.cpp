@@ -109,6 +109,11 @@ void write_view(util::JsonWriter& json, const lock::LockView& view) {
         json.null();
     write_holder(json, view.holder);
     write_last_run(json, view.last_run);
+    json.key("latest_run");
+    if (view.latest_run)
+        write_history_run(json, *view.latest_run);
+    else
+        json.null();
     json.key("limit");
     if (view.limit > 0)
         json.value(static_cast<long long>(view.limit));
@@ -211,8 +216,10 @@ void print_view(std::string& out, const lock::LockView& view) {
             out += util::format("  fence     {}\n", *view.fence);
         break;
     }
+    if (const auto& run = view.latest_run)
+        out += util::format("  last run  {}\n", history_last_text(*run));
     if (const auto& run = view.last_run) {
-        out += util::format("  last run  the {} slot from {}\n",
+        out += util::format("  slot      the {} slot from {}\n",
                             util::format_duration(Millis(run->slot_ms)),
                             util::format_utc_timestamp(utc(run->slot * run->slot_ms)));
         out += util::format("            by {}, started {}\n", holder_text(run->who),
@@ -263,8 +270,14 @@ std::string locks_json(const std::vector<lock::LockView>& views) {
 int status_command(const StatusOptions& options, const config::Config& config) {
     auto conns = redis::connect_all(config.servers);
     std::vector<lock::LockView> views;
-    for (const auto& name : options.names)
+    for (const auto& name : options.names) {
         views.push_back(lock::inspect(conns, config.key_prefix, name));
+        if (config.history > 0) {
+            auto read = lock::read_history(conns, lock::Keys(config.key_prefix, name), 1);
+            if (!read.runs.empty())
+                views.back().latest_run = read.runs.front();
+        }
+    }
 
     // No server could be read: the error says so once, and stdout carries nothing that
     // looks like a result.

@@ -31,10 +31,21 @@ constexpr std::string_view k_default_server = "redis://127.0.0.1:6379";
 constexpr size_t k_max_password_file = size_t{64} * 1024;
 
 using namespace std::string_view_literals;
-constexpr std::array k_top_level_keys = {
-    "key_prefix"sv,      "ttl"sv,         "wait"sv,          "min_validity"sv, "connect_timeout"sv,
-    "command_timeout"sv, "tls_ca_file"sv, "tls_cert_file"sv, "tls_key_file"sv, "tls_server_name"sv,
-    "tls_verify"sv,      "replicas"sv,    "servers"sv};
+constexpr std::array k_top_level_keys = {"key_prefix"sv,
+                                         "ttl"sv,
+                                         "wait"sv,
+                                         "min_validity"sv,
+                                         "connect_timeout"sv,
+                                         "command_timeout"sv,
+                                         "tls_ca_file"sv,
+                                         "tls_cert_file"sv,
+                                         "tls_key_file"sv,
+                                         "tls_server_name"sv,
+                                         "tls_verify"sv,
+                                         "replicas"sv,
+                                         "history"sv,
+                                         "history_max_age"sv,
+                                         "servers"sv};
 constexpr std::array k_server_keys = {"url"sv,
                                       "username"sv,
                                       "password_env"sv,
@@ -325,6 +336,10 @@ class Parser {
                 ok = parse_timeout(name, *node, config.command_timeout);
             else if (name == "replicas")
                 ok = parse_replicas(*node, config.replicas);
+            else if (name == "history")
+                ok = parse_history(*node, config.history);
+            else if (name == "history_max_age")
+                ok = parse_history_age(*node, config.history_max_age);
             else if (name.starts_with("tls_") && contains(k_top_level_keys, name))
                 ok = parse_tls_key(name, *node, config.tls);
             else if (name == "servers")
@@ -480,6 +495,30 @@ class Parser {
         if (value->get() < 0 || value->get() > 100)
             return error(node, util::format("'replicas' must be 0 to 100, not {}", value->get()));
         out = static_cast<int>(value->get());
+        return {};
+    }
+
+    // history: how many runs of each name are kept, 0 (none) to 100000.
+    util::Expected<void> parse_history(const toml::node& node, size_t& out) const {
+        const auto* value = node.as_integer();
+        if (value == nullptr)
+            return error(node,
+                         util::format("'history' must be an integer, not {}", type_name(node)));
+        if (value->get() < 0 || value->get() > 100000)
+            return error(node, util::format("'history' must be 0 to 100000, not {}", value->get()));
+        out = static_cast<size_t>(value->get());
+        return {};
+    }
+
+    // history_max_age: runs older than this are dropped, at least a minute.
+    util::Expected<void> parse_history_age(const toml::node& node, Millis& out) const {
+        auto value = get_duration("history_max_age", node);
+        if (!value)
+            return std::unexpected(value.error());
+        if (*value < std::chrono::minutes(1))
+            return error(node, util::format("'history_max_age' must be at least 1m, not {}",
+                                            util::format_duration(*value)));
+        out = *value;
         return {};
     }
 

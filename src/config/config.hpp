@@ -48,8 +48,11 @@ struct Config {
     Millis ttl{30000};                  // lease length for run/acquire
     std::optional<Millis> wait;         // default --wait; nullopt waits forever
     std::optional<Millis> min_validity; // default --min-validity of run
-    TlsConfig tls;                // top-level tls_* keys: the defaults of every rediss:// server
-    int replicas = 0;             // default replicas of every server
+    TlsConfig tls;    // top-level tls_* keys: the defaults of every rediss:// server
+    int replicas = 0; // default replicas of every server
+    // The runs of each name kept on the servers (`history`), 0 for none, and for how long.
+    size_t history = 300;
+    Millis history_max_age{std::chrono::hours(24 * 30)};
     Millis connect_timeout{1000}; // default for servers (also those given with -s)
     Millis command_timeout{1000};
     std::vector<ServerConfig> servers; // never empty after load

@@ -168,8 +168,8 @@ bool split(const lock::AcquireResult& attempt) {
 util::Expected<Acquisition> wait_and_acquire(lock::Lock& lock, std::string_view name,
                                              std::optional<Millis> wait,
                                              process::SignalEvents& signals,
-                                             std::optional<Millis> min_validity,
-                                             Observer& observer) {
+                                             std::optional<Millis> min_validity, Observer& observer,
+                                             const lock::HistoryRecord* skip) {
     const auto started = Clock::now();
     std::optional<Clock::time_point> give_up;
     if (wait)
@@ -189,7 +189,20 @@ util::Expected<Acquisition> wait_and_acquire(lock::Lock& lock, std::string_view 
     bool listening_to_leader = false; // the notices' primary server is the leader
     for (;;) {
         ++attempts;
-        auto attempt = lock.acquire(signals.fd(), leader_next);
+        // The last attempt (-n, or --wait run out) records a refusal in the history, in
+        // the same write: skipped-held, or gave-up after waiting.
+        std::optional<lock::HistoryRecord> refusal;
+        if (skip && give_up && Clock::now() >= *give_up) {
+            refusal = *skip;
+            refusal->skip = true;
+            refusal->waited = std::chrono::floor<Millis>(Clock::now() - started);
+            refusal->fields.insert(refusal->fields.end(),
+                                   {"outcome", wait->count() == 0 ? "skipped-held" : "gave-up"});
+        }
+        auto attempt = lock.acquire(signals.fd(), leader_next, refusal ? &*refusal : nullptr);
+        if (refusal)
+            for (const auto& failure : lock.history_failures())
+                log::verbose("history not written on {}", failure);
         note_failed_cleanup(lock, name, observer);
         if (!attempt)
             return util::fail(attempt.error().kind,
@@ -391,7 +404,7 @@ util::Expected<Acquisition> wait_and_acquire(lock::Lock& lock, std::string_view 
 
 util::Expected<Acquisition> acquire(lock::Lock& lock, std::string_view name,
                                     const WaitPolicy& policy, process::SignalEvents& signals,
-                                    Observer& observer) {
+                                    Observer& observer, const lock::HistoryRecord* skip) {
     // --fair takes its place in the queue first: arrival order is the order of tickets.
     // A single attempt (-n) has no use for one.
     if (policy.fair && (!policy.wait || policy.wait->count() > 0)) {
@@ -401,7 +414,8 @@ util::Expected<Acquisition> acquire(lock::Lock& lock, std::string_view name,
         else
             log::verbose("'{}': waiting in line with ticket {}", name, *ticket);
     }
-    auto result = wait_and_acquire(lock, name, policy.wait, signals, policy.min_validity, observer);
+    auto result =
+        wait_and_acquire(lock, name, policy.wait, signals, policy.min_validity, observer, skip);
     observer.wait_ended();
     if (result && result->outcome == Acquisition::Outcome::interrupted)
         observer.interrupted(result->signal);

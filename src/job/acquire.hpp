@@ -34,10 +34,14 @@ struct Acquisition {
 
 // Tries to acquire `lock` under `policy`. Servers that cannot be reached are never waited
 // on: that is an error at once. A forwarded signal (read from `signals`) ends the wait.
+// With `skip`, the history entry of a run (lock/history.hpp) that the last attempt records
+// where the lock is held, when that attempt is refused: the outcome (skipped-held or
+// gave-up) and the time waited are filled in.
 [[nodiscard]] util::Expected<Acquisition> acquire(lock::Lock& lock, std::string_view name,
                                                   const WaitPolicy& policy,
                                                   process::SignalEvents& signals,
-                                                  Observer& observer);
+                                                  Observer& observer,
+                                                  const lock::HistoryRecord* skip = nullptr);
 
 // The lock NAME under the config's key prefix, its holder's metadata (`holder`: field/value
 // pairs) written with it.

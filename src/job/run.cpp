@@ -150,12 +150,74 @@ std::optional<RunResult> run_nested(const RunSpec& options, const config::Config
     return failed(process::exec_in_place(options.program));
 }
 
+// What a run records in its name's history (lock/history.hpp): who it is, and how it
+// ended. Nothing when the config turns history off (history = 0).
+class Recorder {
+  public:
+    Recorder(const config::Config& config, const lock::Holder& holder)
+        : m_on(config.history > 0), m_started(Clock::now()) {
+        if (!m_on)
+            return;
+        m_base.keep = config.history;
+        m_base.max_age = config.history_max_age;
+        m_base.fields = {"run",     util::random_token().substr(0, 16),
+                         "host",    holder.host,
+                         "pid",     std::to_string(holder.pid),
+                         "user",    holder.user,
+                         "command", holder.command};
+    }
+
+    // For the last attempt of a run that will not wait on: job::acquire fills it in.
+    [[nodiscard]] const lock::HistoryRecord* skip() const { return m_on ? &m_base : nullptr; }
+    [[nodiscard]] Clock::time_point started() const { return m_started; }
+    void acquired(Clock::time_point at) { m_acquired = at; }
+
+    // The entry of a run that got the lock (or, before that, was stopped), as it ends.
+    [[nodiscard]] std::optional<lock::HistoryRecord>
+    ended(Outcome outcome, std::optional<int> status, long long fence,
+          const std::optional<lock::Holder>& by = std::nullopt) const {
+        if (!m_on)
+            return std::nullopt;
+        auto record = m_base;
+        const auto now = Clock::now();
+        const auto acquired = m_acquired.value_or(now);
+        record.waited = std::chrono::floor<Millis>(acquired - m_started);
+        record.held = std::chrono::floor<Millis>(now - acquired);
+        record.fields.insert(record.fields.end(), {"outcome", outcome_name(outcome)});
+        if (status)
+            record.fields.insert(record.fields.end(), {"status", std::to_string(*status)});
+        if (fence > 0)
+            record.fields.insert(record.fields.end(), {"fence", std::to_string(fence)});
+        if (by)
+            record.fields.insert(
+                record.fields.end(),
+                {"by_host", by->host, "by_pid", std::to_string(by->pid), "by_user", by->user});
+        return record;
+    }
+
+  private:
+    bool m_on;
+    Clock::time_point m_started;
+    std::optional<Clock::time_point> m_acquired;
+    lock::HistoryRecord m_base;
+};
+
+// The release, with the run's history entry in the same write; -v says where the entry
+// could not be written (it changes nothing of the run).
+void release(lock::Lock& lock, const std::optional<lock::HistoryRecord>& record,
+             Observer& observer) {
+    observer.released(
+        lock.release(lock::Lock::ReleaseWait::every_answer, {}, record ? &*record : nullptr));
+    for (const auto& failure : lock.history_failures())
+        log::verbose("history not written on {}", failure);
+}
+
 // --once-per: a run needs its slot as well as the lock (lock/scripts.hpp,
 // k_claim_slot_script). A slot already run, or being run (its run claimed it), ends this
 // run as a lock held elsewhere does: released, status 75 or -E. nullopt: claimed.
 std::optional<RunResult> claim_slot(lock::Lock& lock, const RunSpec& options,
                                     const lock::Holder& holder, const config::Config& config,
-                                    Observer& observer) {
+                                    const Recorder& recorder, Observer& observer) {
     const Millis length = *options.once_per;
     // Cron on a host whose clock is a little ahead of the servers' starts a run just before
     // the slot begins; it counts for that slot, not for the previous one (already run).
@@ -170,13 +232,20 @@ std::optional<RunResult> claim_slot(lock::Lock& lock, const RunSpec& options,
         return std::nullopt;
     }
     const auto round = lock.last_round();
-    observer.released(lock.release());
-    if (claim == lock::Lock::SlotClaim::failed)
+    if (claim == lock::Lock::SlotClaim::failed) {
+        release(lock, recorder.ended(Outcome::failed, util::exit_code::unavailable, lock.fence()),
+                observer);
         return failed(
             {quorum_error(round).kind,
              util::format("cannot claim this {} slot of '{}': {}", util::format_duration(length),
                           options.name, quorum_error(round).message)});
+    }
+    // Who ran this slot, read before the release so that the history's entry names it.
     auto view = lock::inspect(lock.connections(), config.key_prefix, options.name, true);
+    std::optional<lock::Holder> by;
+    if (view.last_run)
+        by = view.last_run->who;
+    release(lock, recorder.ended(Outcome::skipped_slot, std::nullopt, 0, by), observer);
     observer.slot_taken(options.name, length, view.last_run);
     return RunResult{.outcome = Outcome::skipped_slot};
 }
@@ -207,7 +276,8 @@ RunResult run(const RunSpec& options, const config::Config& config, Observer& ob
         make_lock(config, options.name, token, options.ttl, lock::holder_fields(holder, token));
     if (options.limit > 1)
         lock.set_limit(options.limit);
-    auto acquired = acquire(lock, options.name, options.wait, *signals, observer);
+    Recorder recorder(config, holder);
+    auto acquired = acquire(lock, options.name, options.wait, *signals, observer, recorder.skip());
     if (!acquired)
         return failed(acquired.error());
     switch (acquired->outcome) {
@@ -221,8 +291,9 @@ RunResult run(const RunSpec& options, const config::Config& config, Observer& ob
         return RunResult{.outcome = Outcome::interrupted, .signal = acquired->signal};
     }
     const auto acquired_at = Clock::now();
+    recorder.acquired(acquired_at);
     if (options.once_per)
-        if (auto claim = claim_slot(lock, options, holder, config, observer))
+        if (auto claim = claim_slot(lock, options, holder, config, recorder, observer))
             return *claim;
 
     // A renewal must be answered well inside the lease; past a quarter of the TTL one slow
@@ -253,7 +324,10 @@ RunResult run(const RunSpec& options, const config::Config& config, Observer& ob
         give_back_slot(
             lock, options, config,
             {watchdog.error().kind, "cannot start the watchdog: " + watchdog.error().message});
-        observer.released(lock.release());
+        release(
+            lock,
+            recorder.ended(Outcome::failed, util::exit_status(watchdog.error().kind), lock.fence()),
+            observer);
         return failed({watchdog.error().kind,
                        util::format("cannot start the watchdog: {}; PROGRAM not started",
                                     watchdog.error().message)});
@@ -271,7 +345,10 @@ RunResult run(const RunSpec& options, const config::Config& config, Observer& ob
     if (!child) {
         watchdog->disarm();
         give_back_slot(lock, options, config, child.error());
-        observer.released(lock.release());
+        release(
+            lock,
+            recorder.ended(Outcome::failed, util::exit_status(child.error().kind), lock.fence()),
+            observer);
         return failed(child.error());
     }
     if (cgroup && !child->in_cgroup()) {
@@ -306,10 +383,13 @@ RunResult run(const RunSpec& options, const config::Config& config, Observer& ob
     // --min-hold: held at least D from acquiring. What is left of D becomes the lease
     // (compare-and-pexpire, as a renewal) instead of a release; it then simply expires.
     // Not after a lost lease (the lock is not ours), nor for the last few milliseconds.
+    const auto record = recorder.ended(result.outcome, slot_status(result), lock.fence());
     if (options.min_hold && result.outcome != Outcome::lost) {
         auto left = std::chrono::ceil<Millis>(acquired_at + *options.min_hold - Clock::now());
         if (left >= 10ms) {
-            if (lock.extend(left) == lock::RenewStatus::renewed) {
+            if (lock.extend(left, record ? &*record : nullptr) == lock::RenewStatus::renewed) {
+                for (const auto& failure : lock.history_failures())
+                    log::verbose("history not written on {}", failure);
                 observer.kept(left, *options.min_hold);
                 return result;
             }
@@ -317,7 +397,7 @@ RunResult run(const RunSpec& options, const config::Config& config, Observer& ob
                          options.name, lock::describe_round(lock.last_round()));
         }
     }
-    observer.released(lock.release());
+    release(lock, record, observer);
     return result;
 }
 

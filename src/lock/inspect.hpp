@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "lock/history.hpp"
 #include "lock/holder.hpp"
 #include "redis/connection.hpp"
 #include "util/error.hpp"
@@ -64,6 +65,8 @@ struct LockView {
     bool wrong_type = false; // held because a majority have a key of the wrong type
     // The latest --once-per run recorded on any server (the largest slot).
     std::optional<LastRun> last_run;
+    // The newest run in the name's history (lock/history.hpp), when it was read.
+    std::optional<HistoryEntry> latest_run;
     // A semaphore (--limit N): N, and each permit read as a lock of its own (state: held
     // when any permit is). 0 and empty for a plain lock.
     size_t limit = 0;

@@ -26,6 +26,7 @@ Keys Keys::of_lock_key(std::string_view lock_key) {
     k.waiting = companion_of(lock_key, "waiting");
     k.tickets = companion_of(lock_key, "tickets");
     k.limit = companion_of(lock_key, "limit");
+    k.history = companion_of(lock_key, "history");
     k.released = companion_of(lock_key, "released");
     k.name_lock = lock_key;
     return k;

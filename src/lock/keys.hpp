@@ -10,6 +10,7 @@
 //   waiting   --fair: each waiter's last attempt, on the server's clock (a sorted set)
 //   tickets   --fair: the ticket counter
 //   limit     --limit: N
+//   history   the runs of the name, newest last (a stream, capped by count and age)
 //   released  the pub/sub channel releases (and "acquired", "shortened") are announced on
 // A permit of a --limit name is a lock of its own: {<lock>}:permit:<i>, with its metadata
 // and fence counter at {<lock>}:permit:<i>:meta and :fence.
@@ -36,6 +37,7 @@ struct Keys {
     std::string waiting;
     std::string tickets;
     std::string limit;
+    std::string history;
     std::string released;
     std::string name_lock; // the name's own lock key (lock, but for a permit)
 

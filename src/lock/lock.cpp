@@ -47,7 +47,8 @@ std::string Lock::wait_command(const redis::Connection& conn) const {
 }
 
 void Lock::send_writes(const std::string& command, const std::string& fallback,
-                       Clock::time_point now, const std::vector<bool>& only) {
+                       Clock::time_point now, const std::vector<bool>& only,
+                       const std::string& after) {
     std::vector<bool> plain(m_conns.size());
     bool replicated = false;
     for (size_t i = 0; i < m_conns.size(); ++i) {
@@ -55,31 +56,63 @@ void Lock::send_writes(const std::string& command, const std::string& fallback,
         replicated |= (only.empty() || only[i]) && !plain[i];
     }
     if (!replicated) {
-        send_all(command, fallback, now, only);
+        send_all(command, fallback, now, only, after);
         return;
     }
-    send_all(command, fallback, now, plain);
+    send_all(command, fallback, now, plain, after);
     // As EVAL, so that no NOSCRIPT reply comes between the write and its WAIT.
     for (size_t i = 0; i < m_conns.size(); ++i)
         if ((only.empty() || only[i]) && !plain[i])
-            m_conns[i].start_pipelined(
-                (fallback.empty() ? command : fallback) + wait_command(m_conns[i]), 1, now);
+            m_conns[i].start_pipelined((fallback.empty() ? command : fallback) +
+                                           wait_command(m_conns[i]) + after,
+                                       after.empty() ? 1 : 2, now);
 }
 
 void Lock::send_all(const std::string& command, const std::string& fallback, Clock::time_point now,
-                    const std::vector<bool>& only) {
+                    const std::vector<bool>& only, const std::string& after) {
     // A connection about to be (re)made may reach a server that has never seen our scripts
     // (first contact, or restarted empty). Its request goes as EVAL at once: an EVALSHA
     // there needs a NOSCRIPT round trip, and a straggler abandoned once the round is decided
     // would never send the fallback, so a release (or renewal) would silently not run.
+    // With a command `after` it (the history's entry), both go in one write as EVAL: no
+    // NOSCRIPT reply can then come between them, and no round trip is added.
     for (size_t i = 0; i < m_conns.size(); ++i) {
         auto& c = m_conns[i];
         if (!only.empty() && !only[i])
             continue;
-        if (c.fd() < 0 && !fallback.empty())
+        if (!after.empty())
+            c.start_pipelined((fallback.empty() ? command : fallback) + after, 1, now);
+        else if (c.fd() < 0 && !fallback.empty())
             c.start(fallback, {}, now);
         else
             c.start(command, fallback, now);
+    }
+}
+
+std::string Lock::history_command(const HistoryRecord& record) const {
+    std::vector<std::string> args{record.skip ? "skip" : "run",
+                                  m_token,
+                                  std::to_string(record.keep),
+                                  std::to_string(record.max_age.count()),
+                                  std::to_string(std::max<long long>(record.waited.count(), 0)),
+                                  std::to_string(std::max<long long>(record.held.count(), 0))};
+    args.insert(args.end(), record.fields.begin(), record.fields.end());
+    const std::array<std::string, 3> keys{m_name.history, m_name.lock, m_name.meta};
+    return script_call(k_history_script, false, keys, args);
+}
+
+void Lock::note_history(const std::vector<bool>& only) {
+    m_history_failures.clear();
+    for (size_t i = 0; i < m_conns.size(); ++i) {
+        if (!only.empty() && !only[i])
+            continue;
+        const auto& outcome = m_conns[i].outcome();
+        if (!outcome || outcome->trailing.empty())
+            continue; // not answered (not waited for): nothing known
+        const auto& reply = *outcome->trailing.back();
+        if (redis::is_error(reply))
+            m_history_failures.push_back(
+                util::format("{}: {}", m_conns[i].name(), redis::text(reply)));
     }
 }
 
@@ -132,7 +165,8 @@ std::string_view Lock::holder_field(std::string_view name) const {
     return {};
 }
 
-util::Expected<AcquireResult> Lock::acquire_key(int interrupt_fd, bool leader_first) {
+util::Expected<AcquireResult> Lock::acquire_key(int interrupt_fd, bool leader_first,
+                                                const HistoryRecord* skip) {
     // A fresh token for every attempt after the first: a request of an earlier attempt
     // that runs late (a release finished by the background process, one abandoned on a
     // frozen server) must not find, and delete or extend, this attempt's key. The model
@@ -164,6 +198,11 @@ util::Expected<AcquireResult> Lock::acquire_key(int interrupt_fd, bool leader_fi
                                                  : k_acquire_script;
     auto command = script_call(script, true, keys, args);
     auto fallback = script_call(script, false, keys, args);
+    // A refusal to record (the last attempt of a run that will not wait on) goes in the
+    // same write, to every server at once: where the lock is held, the refusal is recorded.
+    const std::string after = skip ? history_command(*skip) : std::string();
+    if (skip)
+        leader_first = false;
 
     auto sent = Clock::now();
     const auto valid_until = lock::validity_end(sent, m_ttl);
@@ -207,7 +246,7 @@ util::Expected<AcquireResult> Lock::acquire_key(int interrupt_fd, bool leader_fi
         only.flip();
         send_writes(command, fallback, Clock::now(), only);
     } else {
-        send_writes(command, fallback, sent);
+        send_writes(command, fallback, sent, {}, after);
     }
     // Decided early only once the outcome can no longer change: a majority said yes, or
     // enough servers answered that the lock is known to be held. "Too few answered" (69) is
@@ -367,14 +406,15 @@ void Lock::abandon_renewal(Clock::time_point now) {
     m_renewing = false;
 }
 
-RenewStatus Lock::extend(Millis ttl) {
+RenewStatus Lock::extend(Millis ttl, const HistoryRecord* record) {
     m_ttl = ttl;
     // With the release channel: a lease cut short says so to the waiters (scripts.hpp).
     std::vector<std::string> args{m_token, std::to_string(ttl.count()), release_channel()};
     auto sent = Clock::now();
     const auto keys = script_keys();
     send_all(script_call(renew_script(), true, keys, args),
-             script_call(renew_script(), false, keys, args), sent);
+             script_call(renew_script(), false, keys, args), sent, {},
+             record ? history_command(*record) : std::string());
     // Until renewed or refused; a failure waits for every server, so that last_round()
     // says where the token was extended and where it could not be reached.
     (void)redis::wait(m_conns, [&] {
@@ -383,6 +423,8 @@ RenewStatus Lock::extend(Millis ttl) {
     });
     auto status = judge_renewal(sent, Clock::now());
     m_last_round = collect();
+    if (record)
+        note_history();
     if (status == RenewStatus::renewed) {
         m_validity_end = lock::validity_end(sent, ttl);
         m_round_trip = Clock::now() - sent;
@@ -390,14 +432,15 @@ RenewStatus Lock::extend(Millis ttl) {
     return status == RenewStatus::pending ? RenewStatus::failed : status;
 }
 
-std::vector<ServerResult> Lock::release(ReleaseWait until, const std::vector<bool>& only) {
+std::vector<ServerResult> Lock::release(ReleaseWait until, const std::vector<bool>& only,
+                                        const HistoryRecord* record) {
     std::vector<std::string> args{m_token, release_channel()};
     // Always EVAL: stragglers are abandoned without waiting for their reply, so the request
     // must work without a NOSCRIPT fallback even on a server whose connection survived a
     // restart unnoticed.
     send_all(script_call(m_limit == 0 ? k_release_script : k_release_permit_script, false,
                          script_keys(), args),
-             {}, Clock::now(), only);
+             {}, Clock::now(), only, record ? history_command(*record) : std::string());
     // Done once a majority answered: a frozen server is not waited on (the key there
     // expires by its TTL; the request, written, runs when it thaws), and a server still
     // being connected to gets its release from a detached process instead of costing us
@@ -412,6 +455,8 @@ std::vector<ServerResult> Lock::release(ReleaseWait until, const std::vector<boo
         return true;
     });
     auto results = collect();
+    if (record)
+        note_history(only);
     for (size_t i = 0; i < results.size(); ++i) {
         if (!only.empty() && !only[i]) // what it holds is an earlier round's outcome
             results[i] = ServerResult{.server = results[i].server, .detail = "not asked"};

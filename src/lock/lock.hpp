@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "config/config.hpp"
+#include "lock/history.hpp"
 #include "lock/keys.hpp"
 #include "lock/quorum.hpp"
 #include "lock/round.hpp"
@@ -110,8 +111,10 @@ class Lock {
     // returned with the other servers not asked (Vote::none, not written). It is the same
     // Redlock attempt, its validity counted from the leader's request; it costs the winner
     // one round trip more.
-    [[nodiscard]] util::Expected<AcquireResult> acquire(int interrupt_fd = -1,
-                                                        bool leader_first = false);
+    // `skip`: the record of a refusal, for the last attempt of a run that will not wait on
+    // (history.hpp): sent with the attempt, it is written where the lock is held.
+    [[nodiscard]] util::Expected<AcquireResult>
+    acquire(int interrupt_fd = -1, bool leader_first = false, const HistoryRecord* skip = nullptr);
     // The server contenders for this name try first with leader_first: the same one for
     // every contender that lists the same servers (in any order), spread over the servers
     // for different names (rendezvous hashing of the name with each server's address).
@@ -158,7 +161,7 @@ class Lock {
     // and the end of --min-hold): renewed with a majority, not_ours when a majority is
     // impossible because the token is not there, failed when too few servers answered.
     // Where it cuts the lease short, the waiters are told, as by a release.
-    [[nodiscard]] RenewStatus extend(Millis ttl);
+    [[nodiscard]] RenewStatus extend(Millis ttl, const HistoryRecord* record = nullptr);
 
     // --once-per: claims the current slot, `length` long and counted on each server's
     // clock from the Unix epoch, for this holder (lock/scripts.hpp, k_claim_slot_script);
@@ -181,12 +184,24 @@ class Lock {
         every_answer, // every server answers or fails: the results say what happened
         majority,     // also stop once a majority cannot answer (cleanup of an attempt)
     };
+    // With `record`, the run's history entry goes in the same write.
     std::vector<ServerResult> release(ReleaseWait until = ReleaseWait::every_answer,
-                                      const std::vector<bool>& only = {});
+                                      const std::vector<bool>& only = {},
+                                      const HistoryRecord* record = nullptr);
+    // Where the last history entry sent (with a release, an extend or a refused attempt)
+    // was refused ("server: error"); empty when it was written wherever it was answered.
+    [[nodiscard]] const std::vector<std::string>& history_failures() const {
+        return m_history_failures;
+    }
 
   private:
     // One attempt on the current key (the lock's, or one permit's).
-    [[nodiscard]] util::Expected<AcquireResult> acquire_key(int interrupt_fd, bool leader_first);
+    [[nodiscard]] util::Expected<AcquireResult> acquire_key(int interrupt_fd, bool leader_first,
+                                                            const HistoryRecord* skip = nullptr);
+    // The history script's call for `record` (EVAL: it goes after another request).
+    [[nodiscard]] std::string history_command(const HistoryRecord& record) const;
+    // Reads the history script's replies (the last pipelined) into m_history_failures.
+    void note_history(const std::vector<bool>& only = {});
     // The keys every script of this lock takes: the lock, its metadata and fence counter,
     // and for a permit the name's lock key and limit.
     [[nodiscard]] std::vector<std::string> script_keys() const;
@@ -206,11 +221,12 @@ class Lock {
     [[nodiscard]] std::string ticket_key() const;
     std::vector<ServerResult> collect() const;
     // To every server, or to those that are true in `only` (when not empty).
+    // With `after`, that command is pipelined behind each request, in the same write.
     void send_all(const std::string& command, const std::string& fallback, Clock::time_point now,
-                  const std::vector<bool>& only = {});
+                  const std::vector<bool>& only = {}, const std::string& after = {});
     // send_all for a lock write: on a server with replicas = N, WAIT N follows it.
     void send_writes(const std::string& command, const std::string& fallback, Clock::time_point now,
-                     const std::vector<bool>& only = {});
+                     const std::vector<bool>& only = {}, const std::string& after = {});
     [[nodiscard]] std::string wait_command(const redis::Connection& conn) const;
     RenewStatus judge_renewal(Clock::time_point sent, Clock::time_point now) const;
 
@@ -232,6 +248,7 @@ class Lock {
     Clock::duration m_round_trip{};
     std::vector<ServerResult> m_last_round;
     std::vector<ServerResult> m_last_cleanup;
+    std::vector<std::string> m_history_failures;
     std::string m_renew_command;
     std::string m_renew_fallback;
     mutable std::optional<size_t> m_leader; // leader(), worked out once

@@ -40,9 +40,14 @@ const Script& Lock::renew_script() const {
     return m_limit == 0 ? k_renew_script : k_renew_permit_script;
 }
 
-util::Expected<AcquireResult> Lock::acquire(int interrupt_fd, bool leader_first) {
-    if (m_limit == 0)
-        return acquire_key(interrupt_fd, leader_first);
+util::Expected<AcquireResult> Lock::acquire(int interrupt_fd, bool leader_first,
+                                            const HistoryRecord* skip) {
+    if (m_limit == 0) {
+        auto attempt = acquire_key(interrupt_fd, leader_first, skip);
+        if (skip)
+            note_history();
+        return attempt;
+    }
     // Every permit in turn, from a random one (contenders spread over them), until one is
     // ours. All held: "held", with the servers' answers for the permit that frees first.
     const size_t first = util::random_index(m_limit);
@@ -56,7 +61,10 @@ util::Expected<AcquireResult> Lock::acquire(int interrupt_fd, bool leader_first)
     };
     for (size_t k = 0; k < m_limit; ++k) {
         use_permit((first + k) % m_limit + 1);
-        auto attempt = acquire_key(interrupt_fd, false);
+        // A refusal is recorded with the last permit tried: by then every one was held.
+        auto attempt = acquire_key(interrupt_fd, false, k + 1 == m_limit ? skip : nullptr);
+        if (skip && k + 1 == m_limit)
+            note_history();
         if (!attempt || attempt->status != AcquireStatus::held)
             return attempt;
         if (!soonest || frees_in(*attempt) < frees_in(*soonest))

@@ -86,7 +86,7 @@ ServerResult classify(const redis::Connection& conn) {
         // replicas = N: the WAIT behind a write says how many replicas have it; with fewer,
         // a failover could lose it, so it does not count.
         const int wanted = conn.server().replicas;
-        if (r.vote == Vote::yes && !outcome->trailing.empty()) {
+        if (r.vote == Vote::yes && wanted > 0 && !outcome->trailing.empty()) {
             const auto& wait = *outcome->trailing.front();
             if (wait.type != REDIS_REPLY_INTEGER || wait.integer < wanted) {
                 r.vote = Vote::failed;

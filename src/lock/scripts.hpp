@@ -364,4 +364,49 @@ return redis.call("zrem", KEYS[1], ARGV[1]))lua",
                      {.calls = {"zrem"}}));
 inline constexpr Script k_fair_leave_script = script(k_fair_leave_text);
 
+// The history of a name (lock/keys.hpp: {<key>}:history, a stream), one entry per run that
+// reached a decision, sent in the same write as the request that decided it (the release,
+// or a refused attempt): KEYS[1] the history, KEYS[2] the name's lock key, KEYS[3] its
+// metadata; ARGV[1] "run" (always recorded) or "skip" (recorded only where the lock is
+// held by another owner, or a --limit name's every permit: the attempt was refused here;
+// it runs right after the attempt, in the same write), ARGV[2] the attempt's token (not
+// another owner's), ARGV[3] how many entries are kept, ARGV[4] for how long (ms), ARGV[5]
+// the ms the run waited, ARGV[6] the ms it held the lock, ARGV[7..] the entry's
+// field/value pairs. The entry gets `started_ms`, when the run started on this server's
+// clock, and for a skip the holder that refused it (`by_host`, `by_pid`, `by_user`), from
+// its metadata. Entries past the count or the age are trimmed, and the stream expires
+// with the age. Returns 1 when recorded, 0 when not.
+inline constexpr auto k_history_text =
+    compose(fragment(R"lua(local holder = false
+if ARGV[1] == "skip" then
+  local kind = redis.call("type", KEYS[2]).ok
+  if kind == "none" then return 0 end
+  if kind == "string" then
+    holder = redis.call("get", KEYS[2])
+    if holder == ARGV[2] then return 0 end
+  elseif kind == "zset" and redis.call("zscore", KEYS[2], ARGV[2]) then
+    return 0
+  end
+end
+)lua",
+                     {.calls = {"type", "get", "zscore"}}),
+            k_server_now,
+            fragment(R"lua(local age = tonumber(ARGV[4])
+local entry = {"started_ms", now - tonumber(ARGV[5]) - tonumber(ARGV[6]), "waited_ms", ARGV[5], "held_ms", ARGV[6]}
+if holder then
+  local by = redis.call("hmget", KEYS[3], "token", "host", "pid", "user")
+  if by[1] == holder then
+    for i, f in ipairs({"by_host", "by_pid", "by_user"}) do
+      if by[i + 1] then table.insert(entry, f) table.insert(entry, by[i + 1]) end
+    end
+  end
+end
+for i = 7, #ARGV do table.insert(entry, ARGV[i]) end
+redis.call("xadd", KEYS[1], "MAXLEN", ARGV[3], "*", unpack(entry))
+redis.call("xtrim", KEYS[1], "MINID", now - age)
+redis.call("pexpire", KEYS[1], age)
+return 1)lua",
+                     {.calls = {"hmget", "xadd", "xtrim", "pexpire"}}));
+inline constexpr Script k_history_script = script(k_history_text);
+
 } // namespace redlock::lock

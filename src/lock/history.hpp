@@ -1,0 +1,74 @@
+#pragma once
+// A name's history: one entry per run that reached a decision (it ran, lost its lease, was
+// stopped, was refused, gave up waiting...), kept on the lock servers themselves, beside the
+// lock in its hash slot (lock/keys.hpp: {<key>}:history, a stream capped by count and age).
+// A run writes its entry in the same write as the request that decided it (the release, an
+// extend of --min-hold, or its last attempt when refused: lock/scripts.hpp,
+// k_history_script), so recording costs no round trip; a write that fails changes nothing
+// of the run. Over several servers, each has the entries written where it answered; a
+// reading merges them by run, so that servers down when a run wrote, or when reading, lose
+// nothing a majority has.
+
+#include <chrono>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "lock/keys.hpp"
+#include "redis/connection.hpp"
+#include "util/error.hpp"
+
+namespace redlock::lock {
+
+// What a run sends to be recorded.
+struct HistoryRecord {
+    // A refusal: recorded only where the lock is held by another owner (see
+    // k_history_script), with that holder as `by`. Else always recorded.
+    bool skip = false;
+    size_t keep = 300;                               // entries kept per name
+    std::chrono::milliseconds max_age{24 * 3600000}; // and for how long
+    std::chrono::milliseconds waited{};
+    std::chrono::milliseconds held{};
+    // Field/value pairs: run, host, pid, user, command, outcome, and as they apply status,
+    // fence, by_host, by_pid, by_user.
+    std::vector<std::string> fields;
+};
+
+// One run as read back.
+struct HistoryEntry {
+    std::string run; // the run's id: the same on every server it was written to
+    long long started_ms = 0;
+    std::string host;
+    long long pid = 0;
+    std::string user;
+    std::string command;
+    std::string outcome;
+    std::optional<int> exit_status;
+    long long waited_ms = 0;
+    long long held_ms = 0;
+    std::optional<long long> fence;
+    // Who caused a skip or a force release, when known.
+    std::optional<std::string> by_host;
+    std::optional<long long> by_pid;
+    std::optional<std::string> by_user;
+};
+
+struct HistoryRead {
+    std::vector<HistoryEntry> runs; // newest first, one per run
+    size_t answered = 0;            // servers read
+    // Servers that could not be read, or whose history key is not one ("server: why").
+    std::vector<std::string> failures;
+    bool auth_error = false; // some server refused our credentials or permissions
+};
+
+// The last `count` runs of the name whose keys are `keys`, read from every server (each up
+// to its timeouts) and merged by run.
+[[nodiscard]] HistoryRead read_history(std::span<redis::Connection> conns, const Keys& keys,
+                                       size_t count);
+
+// Parses one stream entry's field/value pairs; nullopt when it is not a run's entry.
+[[nodiscard]] std::optional<HistoryEntry>
+parse_history_entry(const std::vector<std::pair<std::string, std::string>>& fields);
+
+} // namespace redlock::lock
