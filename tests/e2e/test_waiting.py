@@ -159,9 +159,13 @@ class ShortenedLeaseTest(E2ETest):
         waiter = self.start_waiter(*waiter_options)
         ended_at = time.monotonic()
         self.assertEqual(h.release(), 0)
-        # Still held, by the holder, for what is left of --min-hold.
-        self.assertEqual(self.servers[0].command("GET", "lock:job"), h.token)
-        self.assertLessEqual(int(self.servers[0].command("PTTL", "lock:job")), 8000)
+        # Still held, by the holder, for what is left of --min-hold, on a majority (the
+        # extend returns once a majority took it; the others may take it a moment later).
+        def shortened(s):
+            return (s.command("GET", "lock:job") == h.token and
+                    int(s.command("PTTL", "lock:job")) <= 8000)
+        wait_until(lambda: sum(map(shortened, self.servers)) > len(self.servers) // 2, 10,
+                   message="the lease cut short on a majority")
         self.assertEqual(waiter.wait(60), 0, waiter.stderr)
         self.assertLess(time.monotonic() - ended_at, 8.0 + 6.0 * SLACK)
 
