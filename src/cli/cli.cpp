@@ -332,6 +332,11 @@ int dispatch(std::string_view chosen, const RunArgs& run_args, const CommandArgs
     }
     if (is("doctor"))
         return doctor_command(DoctorOptions{args.json}, cfg);
+    if (is("watch")) {
+        if (args.pattern.empty())
+            return report({util::ErrorKind::usage, "watch: --pattern must not be empty"});
+        return watch_command(WatchOptions{args.pattern, args.json}, cfg);
+    }
     if (is("history")) {
         auto name = one_name(args.names, args.keys);
         if (!name)
@@ -531,6 +536,9 @@ std::expected<CommandLine, int> parse_with_cli11(int argc, char** argv) {
         command->add_flag("-f,--force", args.force);
         command->add_flag("-y,--yes", args.yes);
     } else if (chosen == "doctor") {
+        add_json_option(command, args);
+    } else if (chosen == "watch") {
+        command->add_option("-p,--pattern", args.pattern)->type_name("GLOB");
         add_json_option(command, args);
     } else if (chosen == "history") {
         add_name_options(command, args);

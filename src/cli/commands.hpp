@@ -26,6 +26,12 @@ struct HistoryOptions {
 };
 [[nodiscard]] int history_command(const HistoryOptions& options, const config::Config& config);
 
+struct WatchOptions {
+    std::string pattern = "*";
+    bool json = false;
+};
+[[nodiscard]] int watch_command(const WatchOptions& options, const config::Config& config);
+
 struct ListOptions {
     std::string pattern = "*";
     bool json = false;

@@ -70,6 +70,7 @@ int exit_status(const job::RunResult& result, int conflict_exit_code) {
     case job::Outcome::ran:
         return result.program_status;
     case job::Outcome::lost:
+    case job::Outcome::force_released:
         return util::exit_code::lease_lost;
     case job::Outcome::max_hold:
         return util::exit_code::max_hold;

@@ -39,6 +39,7 @@ Commands:
   status    show whether locks are held, by whom, for how long
   list      list the held locks
   history   show the runs of a lock: who ran, waited, skipped, and how it ended
+  watch     follow the locks live: holders, waiters, what happens to them
   acquire   take a lock for a script and print its token
   extend    extend a lock taken with acquire
   release   release a lock (--token) or remove it (--force)
@@ -123,6 +124,21 @@ Options:
 Exit status: 0 shown (also when none is recorded);
 )" COMMON_STATUS;
 
+constexpr std::string_view k_watch = R"(Usage: redlock watch [-p GLOB] [--json]
+Follow the locks matching GLOB live: who holds each, for how long, its lease, its
+fence, how many wait, and what just happened to them. Updated when the servers
+announce a change (a release, an acquisition, a run recorded), not by polling.
+On a terminal, redrawn in place; otherwise one JSON line per change. Ends on
+Ctrl-C (INT) or TERM.
+
+Options:
+  -p, --pattern GLOB  only names matching GLOB (default *)
+      --json          one JSON object per line per change (see redlock(1))
+  -h, --help          show this help
+)" GLOBAL_OPTIONS R"(
+Exit status: 0 ended by INT or TERM;
+)" COMMON_STATUS;
+
 constexpr std::string_view k_list = R"(Usage: redlock list [-p GLOB] [--json]
 List the held locks: their names, remaining lease, holder and command.
 
@@ -199,7 +215,7 @@ std::span<const std::string_view> command_names() {
 }
 
 std::string_view help_text(std::string_view command) {
-    constexpr std::array<std::pair<std::string_view, std::string_view>, 9> k_help = {{
+    constexpr std::array<std::pair<std::string_view, std::string_view>, 10> k_help = {{
         {"", k_main},
         {"run", k_run},
         {"status", k_status},
@@ -209,6 +225,7 @@ std::string_view help_text(std::string_view command) {
         {"release", k_release},
         {"doctor", k_doctor},
         {"history", k_history},
+        {"watch", k_watch},
     }};
     for (const auto& [name, text] : k_help)
         if (name == command)

@@ -173,7 +173,7 @@ int history_command(const HistoryOptions& options, const config::Config& config)
         for (const auto& e : read.runs)
             write_history_run(json, e);
         json.end_array().end_object();
-        out = json.str() + "\n";
+        out = json.str();
     } else if (read.runs.empty()) {
         out = util::format("{}: no runs recorded{}\n", options.name,
                            config.history == 0 ? " (history = 0 in the config)" : "");

@@ -237,7 +237,27 @@ int release_command(const ReleaseOptions& options, const config::Config& config)
         log::note("lock '{}' left as it is", options.name);
         return util::exit_code::conflict;
     }
-    size_t deleted = lock::force_release(conns, view);
+    // Who forces it, for the holder's message and the history: the operator.
+    const std::vector<std::string> command{"(release --force)"};
+    const auto me = lock::current_holder(command, static_cast<long>(::getpid()));
+    lock::ForceRelease by{me.host, me.pid, me.user, std::nullopt};
+    if (config.history > 0) {
+        lock::HistoryRecord record;
+        record.keep = config.history;
+        record.max_age = config.history_max_age;
+        record.fields = std::vector<std::string>{"run",     util::random_token().substr(0, 16),
+                                                 "host",    me.host,
+                                                 "pid",     std::to_string(me.pid),
+                                                 "user",    me.user,
+                                                 "command", "(release --force)",
+                                                 "outcome", "force-release"};
+        if (view.holder)
+            record.fields.insert(record.fields.end(),
+                                 {"by_host", view.holder->host, "by_pid",
+                                  std::to_string(view.holder->pid), "by_user", view.holder->user});
+        by.record = std::move(record);
+    }
+    size_t deleted = lock::force_release(conns, view, by);
     std::string tokens;
     for (const auto& s : view.servers)
         if (s.token && tokens.find(*s.token) == std::string::npos)

@@ -24,15 +24,16 @@ using Millis = std::chrono::milliseconds;
 
 // How a run ended: the words `history`, metrics and --events use.
 enum class Outcome {
-    ran,          // PROGRAM ran and exited (its status is the run's)
-    lost,         // the lease was lost; PROGRAM was stopped (79)
-    max_hold,     // --max-hold ran out; PROGRAM was stopped (124)
-    skipped_held, // not acquired: held by another owner (75 or -E)
-    skipped_slot, // --once-per: this slot has been run already (75 or -E)
-    gave_up,      // --wait ran out (75 or -E)
-    interrupted,  // a signal ended the wait (128+N)
-    stopped,      // PROGRAM stopped by redlock for another reason, such as the watchdog gone (70)
-    failed,       // an error before PROGRAM ran: servers, config, exec (its kind's status)
+    ran,            // PROGRAM ran and exited (its status is the run's)
+    lost,           // the lease was lost; PROGRAM was stopped (79)
+    force_released, // release --force took the lock away; PROGRAM was stopped (79)
+    max_hold,       // --max-hold ran out; PROGRAM was stopped (124)
+    skipped_held,   // not acquired: held by another owner (75 or -E)
+    skipped_slot,   // --once-per: this slot has been run already (75 or -E)
+    gave_up,        // --wait ran out (75 or -E)
+    interrupted,    // a signal ended the wait (128+N)
+    stopped,        // PROGRAM stopped by redlock for another reason, such as the watchdog gone (70)
+    failed,         // an error before PROGRAM ran: servers, config, exec (its kind's status)
 };
 [[nodiscard]] const char* outcome_name(Outcome outcome);
 

@@ -29,6 +29,8 @@ const char* outcome_name(Outcome outcome) {
         return "ran";
     case Outcome::lost:
         return "lost";
+    case Outcome::force_released:
+        return "force-released";
     case Outcome::max_hold:
         return "max-hold";
     case Outcome::skipped_held:
@@ -60,6 +62,7 @@ RunResult failed(util::Error error) {
 int slot_status(const RunResult& result) {
     switch (result.outcome) {
     case Outcome::lost:
+    case Outcome::force_released:
         return util::exit_code::lease_lost;
     case Outcome::max_hold:
         return util::exit_code::max_hold;
@@ -369,7 +372,7 @@ RunResult run(const RunSpec& options, const config::Config& config, Observer& ob
     case Supervised::End::exited:
         break;
     case Supervised::End::lost:
-        result.outcome = Outcome::lost;
+        result.outcome = supervised.forced_by ? Outcome::force_released : Outcome::lost;
         break;
     case Supervised::End::max_hold:
         result.outcome = Outcome::max_hold;
@@ -383,8 +386,10 @@ RunResult run(const RunSpec& options, const config::Config& config, Observer& ob
     // --min-hold: held at least D from acquiring. What is left of D becomes the lease
     // (compare-and-pexpire, as a renewal) instead of a release; it then simply expires.
     // Not after a lost lease (the lock is not ours), nor for the last few milliseconds.
-    const auto record = recorder.ended(result.outcome, slot_status(result), lock.fence());
-    if (options.min_hold && result.outcome != Outcome::lost) {
+    const auto record =
+        recorder.ended(result.outcome, slot_status(result), lock.fence(), supervised.forced_by);
+    if (options.min_hold && result.outcome != Outcome::lost &&
+        result.outcome != Outcome::force_released) {
         auto left = std::chrono::ceil<Millis>(acquired_at + *options.min_hold - Clock::now());
         if (left >= 10ms) {
             if (lock.extend(left, record ? &*record : nullptr) == lock::RenewStatus::renewed) {

@@ -8,10 +8,12 @@
 #include <unistd.h>
 
 #include "redis/fanout.hpp"
+#include "redis/subscription.hpp"
 #include "util/clock.hpp"
 #include "util/duration.hpp"
 #include "util/format.hpp"
 #include "util/log.hpp"
+#include "util/random.hpp"
 
 namespace redlock::job {
 
@@ -45,18 +47,38 @@ class Supervisor {
                 break;
             act_on_deadlines(now);
 
+            if (!m_listen && !m_lost && !m_program_status && now >= m_listen_at)
+                listen();
+
             fds.clear();
             fds.push_back(pollfd{m_signals.fd(), POLLIN, 0});
             // No events asked: poll() says POLLERR once the watchdog, the pipe's reader, is gone.
             fds.push_back(pollfd{m_watchdog_dead ? -1 : m_watchdog.pipe_fd(), 0, 0});
             redis::add_pollfds(m_lock.connections(), fds);
+            const size_t connecting_at = fds.size();
+            if (m_listen)
+                redis::add_pollfds(m_listen->connecting(), fds);
+            const size_t notices_at = fds.size();
+            if (m_listen)
+                m_listen->add_pollfds(fds);
             now = Clock::now(); // act_on_deadlines may have taken a while (/proc scans)
             int rc = ::poll(fds.data(), fds.size(), util::poll_timeout_ms(now, next_wakeup(now)));
             if (rc < 0 && errno != EINTR)
                 return give_up(util::format("poll: {}", std::strerror(errno)));
             now = Clock::now();
-            if (m_lock.renewal_in_flight()) {
-                redis::dispatch(m_lock.connections(), std::span<const pollfd>(fds).subspan(2), now);
+            const std::span<const pollfd> all(fds);
+            // The notices first: who forced a release is known before a renewal's "not
+            // ours" that came in the same wake is reported.
+            const bool renewing = m_lock.renewal_in_flight();
+            if (m_listen) {
+                redis::dispatch(m_listen->connecting(),
+                                all.subspan(connecting_at, notices_at - connecting_at), now);
+                if (m_listen->on_events(all.subspan(notices_at)))
+                    on_notice(now);
+                m_listen->settle();
+            }
+            if (renewing) {
+                redis::dispatch(m_lock.connections(), all.subspan(2, connecting_at - 2), now);
                 check_renewal(now);
             }
             if (rc > 0 && fds[0].revents)
@@ -70,7 +92,7 @@ class Supervisor {
         m_watchdog.disarm();
         m_observer.program_exited(*m_program_status);
         if (m_lost)
-            return {Supervised::End::lost, *m_program_status};
+            return {Supervised::End::lost, *m_program_status, m_forced_by};
         if (m_stopped_without_watchdog)
             return {Supervised::End::stopped, *m_program_status};
         if (m_timed_out)
@@ -79,6 +101,52 @@ class Supervisor {
     }
 
   private:
+    // The holder listens to its own lock's release channel (on two of the servers, as a
+    // waiter does): a `release --force` (or any release not ours) is heard within a round
+    // trip instead of at the next renewal, up to a third of the ttl later. Not before
+    // PROGRAM has run k_listen_after: a short job is done before it could matter, and pays
+    // nothing for it.
+    static constexpr Millis k_listen_after{100};
+
+    void listen() {
+        std::vector<config::ServerConfig> servers;
+        for (const auto& c : m_lock.connections())
+            servers.push_back(c.server());
+        while (servers.size() > 2)
+            servers.erase(servers.begin() +
+                          static_cast<std::ptrdiff_t>(util::random_index(servers.size())));
+        m_listen.emplace(servers, m_lock.release_channel());
+        m_listen->start_subscribe();
+    }
+
+    // A notice on our lock's channel while we hold it: someone released it (by force, or
+    // with our token). A renewal now says whether it is still ours.
+    void on_notice(Clock::time_point now) {
+        if (m_lost || m_program_status)
+            return;
+        log::verbose("'{}': a release was announced; checking the lock", m_name);
+        if (!m_lock.renewal_in_flight()) {
+            m_lock.start_renewal(now);
+            check_renewal(now);
+        }
+    }
+
+    // Why the lock is not ours any more: released by force (the notice says by whom), or
+    // simply gone.
+    std::string not_ours_why() {
+        if (m_listen && m_listen->forced_by()) {
+            const auto& by = *m_listen->forced_by();
+            lock::Holder who;
+            who.host = by.host;
+            who.pid = static_cast<long>(by.pid);
+            who.user = by.user;
+            m_forced_by = who;
+            return util::format("it was released by force by {}@{} (pid {})", by.user, by.host,
+                                by.pid);
+        }
+        return "the lock no longer holds our token";
+    }
+
     // The watchdog died (killed, or by the OOM killer): a stopped or starved redlock could
     // no longer keep PROGRAM from outliving the lease, so PROGRAM is stopped as on
     // --max-hold (TERM, KILL after the grace) while the lease is still renewed, and the run
@@ -143,6 +211,11 @@ class Supervisor {
         auto wake = now + 60s;
         if (!m_lost) {
             wake = std::min(wake, term_at());
+            if (!m_listen && !m_program_status)
+                wake = std::min(wake, m_listen_at);
+            else if (m_listen)
+                if (auto d = redis::earliest_deadline(m_listen->connecting()))
+                    wake = std::min(wake, *d);
             if (m_lock.renewal_in_flight()) {
                 wake = std::min(wake, m_lock.validity_end());
                 if (auto d = redis::earliest_deadline(m_lock.connections()))
@@ -213,7 +286,7 @@ class Supervisor {
             schedule_renewal(now);
             return;
         case lock::RenewStatus::not_ours:
-            lose(now, "the lock no longer holds our token", true);
+            lose(now, not_ours_why(), true);
             return;
         case lock::RenewStatus::failed:
             m_observer.renewal_failed(m_lock.last_round(), !m_renewal_failing);
@@ -306,6 +379,9 @@ class Supervisor {
     bool m_stopped_without_watchdog = false;
 
     RenewalSchedule m_renewals;
+    std::optional<redis::Subscription> m_listen;
+    Clock::time_point m_listen_at = Clock::now() + k_listen_after;
+    std::optional<lock::Holder> m_forced_by;
     Clock::time_point m_next_renewal;
     bool m_renewal_failing = false;
 

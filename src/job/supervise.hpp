@@ -11,6 +11,7 @@
 #include <string>
 
 #include "job/events.hpp"
+#include "lock/holder.hpp"
 #include "lock/lock.hpp"
 #include "process/child.hpp"
 #include "process/signals.hpp"
@@ -67,6 +68,8 @@ struct Supervised {
         stopped,  // PROGRAM stopped because redlock could no longer guard it (internal)
     } end = End::exited;
     int wait_status = 0;
+    // lost: who released the lock by force, when the notice said.
+    std::optional<lock::Holder> forced_by{};
 };
 
 // Supervises the running `child` under `lock`'s lease until its whole tree is gone.

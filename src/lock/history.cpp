@@ -5,6 +5,8 @@
 #include <charconv>
 #include <map>
 
+#include "lock/round.hpp"
+#include "lock/scripts.hpp"
 #include "redis/fanout.hpp"
 #include "redis/reply.hpp"
 #include "util/format.hpp"
@@ -63,6 +65,19 @@ parse_history_entry(const std::vector<std::pair<std::string, std::string>>& fiel
     if (!has_run || e.outcome.empty())
         return std::nullopt;
     return e;
+}
+
+std::string history_command(const Keys& keys, const std::string& token,
+                            const HistoryRecord& record) {
+    std::vector<std::string> args{record.skip ? "skip" : "run",
+                                  token,
+                                  std::to_string(record.keep),
+                                  std::to_string(record.max_age.count()),
+                                  std::to_string(std::max<long long>(record.waited.count(), 0)),
+                                  std::to_string(std::max<long long>(record.held.count(), 0))};
+    args.insert(args.end(), record.fields.begin(), record.fields.end());
+    const std::array<std::string, 3> key_list{keys.history, keys.lock, keys.meta};
+    return script_call(k_history_script, false, key_list, args);
 }
 
 HistoryRead read_history(std::span<redis::Connection> conns, const Keys& keys, size_t count) {

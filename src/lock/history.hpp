@@ -62,6 +62,12 @@ struct HistoryRead {
     bool auth_error = false; // some server refused our credentials or permissions
 };
 
+// The history script's call (EVAL, as it goes behind another request) recording `record`
+// for the name whose keys are `keys`; `token` is the attempt's (a skip is recorded only
+// where another token holds the lock).
+[[nodiscard]] std::string history_command(const Keys& keys, const std::string& token,
+                                          const HistoryRecord& record);
+
 // The last `count` runs of the name whose keys are `keys`, read from every server (each up
 // to its timeouts) and merged by run.
 [[nodiscard]] HistoryRead read_history(std::span<redis::Connection> conns, const Keys& keys,

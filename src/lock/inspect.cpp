@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 
+#include "lock/history.hpp"
 #include "lock/keys.hpp"
 #include "lock/name.hpp"
 #include "lock/quorum.hpp"
@@ -455,7 +456,8 @@ ListResult scan_names(std::span<redis::Connection> conns, std::string_view prefi
 
 } // namespace
 
-size_t force_release(std::span<redis::Connection> conns, const LockView& view) {
+size_t force_release(std::span<redis::Connection> conns, const LockView& view,
+                     const ForceRelease& by) {
     // A semaphore: every permit shown held is released as its holder would (which also
     // takes it out of the name's set); the set itself, with the limit, then goes below.
     const auto keys = Keys::of_lock_key(view.key);
@@ -493,12 +495,17 @@ size_t force_release(std::span<redis::Connection> conns, const LockView& view) {
         }
         if (!token)
             continue;
-        // The release channel wakes the waiters.
-        conns[i].start(script_call(k_release_script, true, {keys.lock, keys.meta, keys.fence},
-                                   {*token, keys.released}),
-                       script_call(k_release_script, false, {keys.lock, keys.meta, keys.fence},
-                                   {*token, keys.released}),
-                       now);
+        // The release channel wakes the waiters; then the holder hears who forced it, in
+        // the same write, and the history records it (a pipelined EVAL: no NOSCRIPT).
+        const std::string forced = util::format("forced - {} {} {}", by.host, by.pid, by.user);
+        const std::array<std::string_view, 3> publish{"PUBLISH", keys.released, forced};
+        std::string request =
+            script_call(k_release_script, false, {keys.lock, keys.meta, keys.fence},
+                        {*token, keys.released}) +
+            redis::encode_command(publish);
+        if (by.record)
+            request += history_command(keys, *token, *by.record);
+        conns[i].start_pipelined(std::move(request), by.record ? 2 : 1, now);
     }
     (void)redis::wait(conns, [] { return false; });
     size_t deleted = 0;

@@ -102,7 +102,17 @@ struct ListResult {
 // Deletes the lock on each server where it still holds the token `view` showed there, or
 // where it still is a key of the wrong type if `view` showed that. Returns the number of
 // servers where it was deleted.
-size_t force_release(std::span<redis::Connection> conns, const LockView& view);
+// The operator's side: who forces the release (said to the holder on the release
+// channel, "forced ID HOST PID USER", so that it stops at once and names them), and the
+// history entry recorded with the release (nullopt: none).
+struct ForceRelease {
+    std::string host;
+    long long pid = 0;
+    std::string user;
+    std::optional<HistoryRecord> record;
+};
+size_t force_release(std::span<redis::Connection> conns, const LockView& view,
+                     const ForceRelease& by);
 
 // The error when no server could be read at all (unavailable, or auth).
 [[nodiscard]] util::Error unreadable_error(const std::vector<ServerView>& servers);

@@ -28,6 +28,7 @@ Keys Keys::of_lock_key(std::string_view lock_key) {
     k.limit = companion_of(lock_key, "limit");
     k.history = companion_of(lock_key, "history");
     k.released = companion_of(lock_key, "released");
+    k.events = companion_of(lock_key, "events");
     k.name_lock = lock_key;
     return k;
 }

@@ -12,6 +12,8 @@
 //   limit     --limit: N
 //   history   the runs of the name, newest last (a stream, capped by count and age)
 //   released  the pub/sub channel releases (and "acquired", "shortened") are announced on
+//   events    a channel for `redlock watch` only: what waiters need not wake for (a single
+//             server's "acquired", a run recorded)
 // A permit of a --limit name is a lock of its own: {<lock>}:permit:<i>, with its metadata
 // and fence counter at {<lock>}:permit:<i>:meta and :fence.
 
@@ -39,6 +41,7 @@ struct Keys {
     std::string limit;
     std::string history;
     std::string released;
+    std::string events;
     std::string name_lock; // the name's own lock key (lock, but for a permit)
 
   private:

@@ -90,15 +90,7 @@ void Lock::send_all(const std::string& command, const std::string& fallback, Clo
 }
 
 std::string Lock::history_command(const HistoryRecord& record) const {
-    std::vector<std::string> args{record.skip ? "skip" : "run",
-                                  m_token,
-                                  std::to_string(record.keep),
-                                  std::to_string(record.max_age.count()),
-                                  std::to_string(std::max<long long>(record.waited.count(), 0)),
-                                  std::to_string(std::max<long long>(record.held.count(), 0))};
-    args.insert(args.end(), record.fields.begin(), record.fields.end());
-    const std::array<std::string, 3> keys{m_name.history, m_name.lock, m_name.meta};
-    return script_call(k_history_script, false, keys, args);
+    return lock::history_command(m_name, m_token, record);
 }
 
 void Lock::note_history(const std::vector<bool>& only) {

@@ -130,9 +130,16 @@ inline constexpr auto k_acquire_text =
 inline constexpr Script k_acquire_script = script(k_acquire_text);
 
 // The whole acquisition on a single server: as k_acquire_script without the "acquired"
-// notice. Its fence is final: one server's counter is the whole register.
-inline constexpr auto k_acquire_single_text = compose(k_fence_check, k_fair_enrol, k_acquire_set,
-                                                      k_fair_leave, k_acquire_won, k_acquire_tail);
+// notice on the release channel (waiters listen there, and on one server need not spread
+// out). It says "acquired" on the events channel instead ({<key>}:events), which only
+// `redlock watch` listens to: no waiter wakes for it. Its fence is final: one server's
+// counter is the whole register.
+inline constexpr auto k_acquire_single_text =
+    compose(k_fence_check, k_fair_enrol, k_acquire_set, k_fair_leave, k_acquire_won,
+            fragment(R"lua(  redis.pcall("publish", "{" .. KEYS[1] .. "}:events", "acquired")
+)lua",
+                     {.pcalls = {"publish"}}),
+            k_acquire_tail);
 inline constexpr Script k_acquire_single_script = script(k_acquire_single_text);
 
 // Round 2 over several servers, sent only when the round-1 replies differ (ARGV[1] token,
@@ -307,7 +314,7 @@ if #ARGV >= 5 then
   redis.call("hset", KEYS[2], "fence", reply, unpack(ARGV, 5))
   redis.call("pexpire", KEYS[2], ARGV[2])
 end
-if ARGV[4] ~= "1" then redis.pcall("publish", "{" .. KEYS[4] .. "}:released", "acquired") end
+if ARGV[4] ~= "1" then redis.pcall("publish", "{" .. KEYS[4] .. "}:released", "acquired") else redis.pcall("publish", "{" .. KEYS[4] .. "}:events", "acquired") end
 return reply)lua",
                      {.calls = {"zremrangebyscore", "get", "zcard", "set", "pttl", "zadd", "zrange",
                                 "pexpireat", "del", "incr", "hset", "pexpire"},
@@ -375,7 +382,8 @@ inline constexpr Script k_fair_leave_script = script(k_fair_leave_text);
 // field/value pairs. The entry gets `started_ms`, when the run started on this server's
 // clock, and for a skip the holder that refused it (`by_host`, `by_pid`, `by_user`), from
 // its metadata. Entries past the count or the age are trimmed, and the stream expires
-// with the age. Returns 1 when recorded, 0 when not.
+// with the age; "run" on the events channel ({<key>}:events) tells `redlock watch`.
+// Returns 1 when recorded, 0 when not.
 inline constexpr auto k_history_text =
     compose(fragment(R"lua(local holder = false
 if ARGV[1] == "skip" then
@@ -405,8 +413,9 @@ for i = 7, #ARGV do table.insert(entry, ARGV[i]) end
 redis.call("xadd", KEYS[1], "MAXLEN", ARGV[3], "*", unpack(entry))
 redis.call("xtrim", KEYS[1], "MINID", now - age)
 redis.call("pexpire", KEYS[1], age)
+redis.pcall("publish", "{" .. KEYS[2] .. "}:events", "run")
 return 1)lua",
-                     {.calls = {"hmget", "xadd", "xtrim", "pexpire"}}));
+                     {.calls = {"hmget", "xadd", "xtrim", "pexpire"}, .pcalls = {"publish"}}));
 inline constexpr Script k_history_script = script(k_history_text);
 
 } // namespace redlock::lock

@@ -19,6 +19,11 @@ Subscription::Subscription(const std::vector<config::ServerConfig>& servers, std
         m_conns.emplace_back(s);
 }
 
+Subscription::Subscription(const std::vector<config::ServerConfig>& servers, Patterns patterns)
+    : Subscription(servers, std::string()) {
+    m_patterns = std::move(patterns.patterns);
+}
+
 void Subscription::collect() {
     for (size_t i = 0; i < m_conns.size(); ++i) {
         auto& conn = m_conns[i];
@@ -33,7 +38,7 @@ void Subscription::collect() {
         const redisReply& reply = *outcome->reply;
         if (reply.type == REDIS_REPLY_ARRAY && reply.elements >= 1 &&
             reply.element[0]->type == REDIS_REPLY_STRING &&
-            text(*reply.element[0]) == "subscribe") {
+            (text(*reply.element[0]) == "subscribe" || text(*reply.element[0]) == "psubscribe")) {
             auto stream = conn.detach();
             m_fds[i] = std::move(stream.fd);
             m_tls[i] = std::move(stream.tls);
@@ -43,14 +48,22 @@ void Subscription::collect() {
     }
 }
 
-void Subscription::subscribe() {
+void Subscription::start_subscribe() {
     m_lost = false;
-    const std::array<std::string_view, 2> argv{"SUBSCRIBE", m_channel};
+    std::vector<std::string_view> argv{"SUBSCRIBE", m_channel};
+    if (!m_patterns.empty()) {
+        argv.assign(1, "PSUBSCRIBE");
+        argv.insert(argv.end(), m_patterns.begin(), m_patterns.end());
+    }
     const auto command = encode_command(argv);
     auto now = Clock::now();
     for (size_t i = 0; i < m_conns.size(); ++i)
-        if (!m_fds[i] && !m_refused[i])
+        if (!m_fds[i] && !m_refused[i] && !m_conns[i].busy())
             m_conns[i].start(command, {}, now);
+}
+
+void Subscription::subscribe() {
+    start_subscribe();
     const size_t majority = m_conns.size() / 2 + 1;
     (void)wait(m_conns, [&] {
         collect();
@@ -90,6 +103,16 @@ bool Subscription::read_notices(size_t i, std::string_view bytes) {
         if (!*next)
             return true;
         ReplyPtr reply = std::move(*next);
+        // ["pmessage", pattern, channel, payload] of a pattern subscription: kept, and news.
+        if (reply->type == REDIS_REPLY_ARRAY && reply->elements == 4 &&
+            text(*reply->element[0]) == "pmessage" &&
+            reply->element[2]->type == REDIS_REPLY_STRING &&
+            reply->element[3]->type == REDIS_REPLY_STRING) {
+            if (m_messages.size() < 1024)
+                m_messages.emplace_back(text(*reply->element[2]), text(*reply->element[3]));
+            m_released = true;
+            continue;
+        }
         // ["message", channel, payload]; the payload is the count of waiters, or "released",
         // or "shortened" (a lease cut short: no count, but news all the same).
         if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 3 ||
@@ -98,6 +121,21 @@ bool Subscription::read_notices(size_t i, std::string_view bytes) {
         std::string payload(text(*reply->element[2]));
         if (payload == "acquired") { // someone won: no release, nothing to wake for
             m_taken = true;
+            continue;
+        }
+        // "forced ID HOST PID USER": release --force; news, and who did it.
+        if (payload.starts_with("forced ")) {
+            std::vector<std::string> words;
+            for (size_t at = 0; at < payload.size();) {
+                const size_t end = std::min(payload.find(' ', at), payload.size());
+                words.emplace_back(payload.substr(at, end - at));
+                at = end + 1;
+            }
+            if (words.size() >= 5)
+                m_forced_by =
+                    Forcer{words[2], std::strtoll(words[3].c_str(), nullptr, 10), words[4]};
+            m_released = true;
+            m_taken = false;
             continue;
         }
         // "COUNT ID" ("released ID"; older releases send no ID). With a primary server

@@ -5,7 +5,7 @@
 // the connection closing, or bytes that make no sense (that server is then not listened
 // to any more) all mean "something happened, look again"; what is read besides is advice
 // for spreading out a crowd of waiters: how many there are (the release's count) and
-// "acquired" (someone won, which wakes nobody).
+// "acquired" (someone won, which wakes nobody); and who forced a release ("forced ...").
 
 #include <array>
 #include <optional>
@@ -24,6 +24,17 @@ namespace redlock::redis {
 class Subscription {
   public:
     Subscription(const std::vector<config::ServerConfig>& servers, std::string channel);
+    // PSUBSCRIBE to every channel matching one of `patterns` (redlock watch): every message
+    // is news, and which channels spoke is kept for take_messages().
+    struct Patterns {
+        std::vector<std::string> patterns;
+    };
+    Subscription(const std::vector<config::ServerConfig>& servers, Patterns patterns);
+
+    // What pattern subscriptions heard since the last call: channel and payload.
+    [[nodiscard]] std::vector<std::pair<std::string, std::string>> take_messages() {
+        return std::exchange(m_messages, {});
+    }
 
     // SUBSCRIBE on every server not subscribed yet (or lost since), all at once; returns
     // once a majority of the servers are subscribed or every attempt has ended. A server
@@ -59,6 +70,24 @@ class Subscription {
     // nullopt when none said (an older release, an ACL without PUBSUB NUMSUB).
     [[nodiscard]] std::optional<long long> waiters() const { return m_waiters; }
 
+    // Who took the lock away with `release --force`, when one said so ("forced ID HOST PID
+    // USER" on the channel): what a holder listening to its own lock tells the user.
+    struct Forcer {
+        std::string host;
+        long long pid = 0;
+        std::string user;
+    };
+    [[nodiscard]] const std::optional<Forcer>& forced_by() const { return m_forced_by; }
+
+    // Without waiting, for a caller's own poll loop (a holder listening while it renews):
+    // SUBSCRIBE is started where not subscribed yet; the caller polls connecting() with
+    // redis::add_pollfds and redis::dispatch, then calls settle(), which takes the servers
+    // that answered into the subscription.
+    void start_subscribe();
+    [[nodiscard]] std::span<Connection> connecting() { return m_conns; }
+    [[nodiscard]] std::span<const Connection> connecting() const { return m_conns; }
+    void settle() { collect(); }
+
   private:
     // Reads what is there; false when the connection is gone (it is closed here).
     bool drain(size_t i);
@@ -69,11 +98,14 @@ class Subscription {
     void collect();
 
     std::string m_channel;
+    std::vector<std::string> m_patterns; // PSUBSCRIBE instead of SUBSCRIBE m_channel
+    std::vector<std::pair<std::string, std::string>> m_messages;
     std::vector<Connection> m_conns;                // for connecting, AUTH, SELECT and SUBSCRIBE
     std::vector<util::UniqueFd> m_fds;              // the subscribed sockets
     std::vector<std::optional<tls::Session>> m_tls; // their TLS sessions (rediss://)
     std::vector<std::optional<Reader>> m_readers;   // and what they say
     std::optional<long long> m_waiters;
+    std::optional<Forcer> m_forced_by;
     bool m_released = false; // drain() read a release notice
     bool m_taken = false;
     void remember(std::string id);

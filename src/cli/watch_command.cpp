@@ -1,0 +1,319 @@
+// `redlock watch [-p GLOB]`: a live view of the locks matching GLOB, driven by the servers'
+// notices (a pattern subscription to the locks' release and events channels): a lock is
+// read again when one of its channels speaks, and when its lease could have run out (a
+// holder that died says nothing), never on a timer that reads every lock. On a terminal,
+// redrawn in the alternate screen (left as it was on exit); otherwise a JSON line per
+// change.
+
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <deque>
+#include <map>
+#include <poll.h>
+#include <unistd.h>
+
+#include "cli/commands.hpp"
+#include "cli/common.hpp"
+#include "lock/inspect.hpp"
+#include "lock/keys.hpp"
+#include "process/signals.hpp"
+#include "redis/fanout.hpp"
+#include "redis/subscription.hpp"
+#include "util/clock.hpp"
+#include "util/format.hpp"
+#include "util/json.hpp"
+#include "util/log.hpp"
+#include "util/text.hpp"
+#include "util/timestamp.hpp"
+
+namespace redlock::cli {
+
+namespace {
+
+using Millis = std::chrono::milliseconds;
+using Clock = util::BootClock;
+using namespace std::chrono_literals;
+namespace log = util::log;
+
+// A glob that matches `text` as it is: Redis's special characters escaped.
+std::string glob_literal(std::string_view text) {
+    std::string out;
+    for (char c : text) {
+        if (c == '*' || c == '?' || c == '[' || c == ']' || c == '\\')
+            out.push_back('\\');
+        out.push_back(c);
+    }
+    return out;
+}
+
+std::string now_iso() {
+    return util::format_utc_timestamp(std::chrono::floor<Millis>(std::chrono::system_clock::now()));
+}
+
+struct Watched {
+    lock::LockView view;
+    long long waiters = 0; // subscribers to its release channel: waiting runs
+    long long queue = 0;   // --fair places
+    Clock::time_point read_at{};
+};
+
+class Watch {
+  public:
+    Watch(const WatchOptions& options, const config::Config& config)
+        : m_options(options), m_config(config), m_conns(redis::connect_all(config.servers)),
+          m_terminal(!options.json && ::isatty(STDOUT_FILENO) == 1) {}
+
+    int run() {
+        auto signals = process::SignalEvents::open();
+        if (!signals)
+            return report(signals.error());
+        const std::string base = "{" + glob_literal(m_config.key_prefix) + m_options.pattern;
+        redis::Subscription notices(
+            m_config.servers,
+            redis::Subscription::Patterns{{base + "}:released", base + "}:events"}});
+        notices.subscribe();
+        if (notices.live() == 0)
+            log::note("cannot subscribe to the locks' notices; reading them again every 5s");
+        auto found = lock::list_names(m_conns, m_config.key_prefix, m_options.pattern);
+        if (found.scanned == 0 && !found.failures.empty())
+            return report(lock::unreadable_error(found.failures));
+        if (m_terminal)
+            write("\x1b[?1049h\x1b[?25l"); // the alternate screen, no cursor
+        for (const auto& name : found.names)
+            refresh(name, "watching");
+        draw();
+        std::vector<pollfd> fds;
+        for (;;) {
+            fds.assign(1, pollfd{signals->fd(), POLLIN, 0});
+            notices.add_pollfds(fds);
+            auto now = Clock::now();
+            auto wake = now + (m_terminal ? 1s : 60s);
+            if (notices.live() == 0)
+                wake = std::min(wake, now + 5s);
+            for (const auto& [name, w] : m_locks)
+                if (w.view.state == lock::LockState::held && w.view.ttl_ms >= 0)
+                    wake = std::min(wake, w.read_at + Millis(w.view.ttl_ms) + 50ms);
+            int rc = ::poll(fds.data(), fds.size(), util::poll_timeout_ms(now, wake));
+            if (rc > 0 && fds[0].revents)
+                for (int sig : signals->read_pending())
+                    if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP)
+                        return finish();
+            bool changed = false;
+            if (rc > 0 && notices.on_events(std::span<const pollfd>(fds).subspan(1))) {
+                std::map<std::string, std::string> heard; // name -> what was said
+                for (auto& [channel, payload] : notices.take_messages())
+                    if (auto name = name_of(channel))
+                        heard[*name] = payload;
+                for (const auto& [name, payload] : heard)
+                    changed |= refresh(name, event_of(payload));
+            }
+            if (notices.lost() || notices.incomplete()) {
+                notices.subscribe();
+                if (notices.live() > 0 && notices.lost())
+                    changed |= rescan();
+            }
+            now = Clock::now();
+            if (notices.live() == 0)
+                changed |= rescan();
+            for (auto& [name, w] : m_locks) // a lease run out without a word: a holder died
+                if (w.view.state == lock::LockState::held && w.view.ttl_ms >= 0 &&
+                    now >= w.read_at + Millis(w.view.ttl_ms) + 50ms)
+                    changed |= refresh(std::string(name), "expired");
+            if (changed || m_terminal)
+                draw();
+        }
+    }
+
+  private:
+    // The lock name a channel ({<prefix><name>}:released or :events) belongs to.
+    std::optional<std::string> name_of(std::string_view channel) const {
+        const std::string head = "{" + m_config.key_prefix;
+        for (std::string_view tail : {"}:released", "}:events"})
+            if (channel.starts_with(head) && channel.ends_with(tail))
+                return std::string(
+                    channel.substr(head.size(), channel.size() - head.size() - tail.size()));
+        return std::nullopt;
+    }
+
+    static std::string event_of(std::string_view payload) {
+        if (payload == "acquired")
+            return "acquired";
+        if (payload == "run")
+            return "run recorded";
+        if (payload.starts_with("shortened"))
+            return "lease cut short";
+        if (payload.starts_with("forced "))
+            return "released by force";
+        return "released";
+    }
+
+    // Reads one lock again; true when what is shown changed.
+    bool refresh(const std::string& name, const std::string& event) {
+        Watched w;
+        w.view = lock::inspect(m_conns, m_config.key_prefix, name, true);
+        w.read_at = Clock::now();
+        const lock::Keys keys(m_config.key_prefix, name);
+        const std::array<std::string_view, 3> numsub{"PUBSUB", "NUMSUB", keys.released};
+        redis::request_all(m_conns, redis::encode_command(numsub));
+        for (const auto& c : m_conns) {
+            const auto& o = c.outcome();
+            if (o && o->reply && o->reply->type == REDIS_REPLY_ARRAY && o->reply->elements == 2 &&
+                o->reply->element[1]->type == REDIS_REPLY_INTEGER)
+                w.waiters = std::max(w.waiters, o->reply->element[1]->integer);
+        }
+        const std::array<std::string_view, 2> zcard{"ZCARD", keys.queue};
+        redis::request_all(m_conns, redis::encode_command(zcard));
+        for (const auto& c : m_conns) {
+            const auto& o = c.outcome();
+            if (o && o->reply && o->reply->type == REDIS_REPLY_INTEGER)
+                w.queue = std::max(w.queue, o->reply->integer);
+        }
+        auto it = m_locks.find(name);
+        const bool was_held = it != m_locks.end() && it->second.view.state != lock::LockState::free;
+        const bool is_held = w.view.state != lock::LockState::free;
+        if (!is_held && !was_held && event == "watching")
+            return false;
+        const bool same = it != m_locks.end() && it->second.view.state == w.view.state &&
+                          it->second.view.token == w.view.token &&
+                          it->second.waiters == w.waiters && it->second.queue == w.queue &&
+                          it->second.view.held_permits().size() == w.view.held_permits().size();
+        if (event != "watching") {
+            m_events.push_front(util::format("{}  {}: {}{}", now_iso().substr(11, 12), name, event,
+                                             is_held && w.view.holder
+                                                 ? " (held by " + holder_text(w.view.holder) + ")"
+                                                 : std::string()));
+            if (m_events.size() > 8)
+                m_events.pop_back();
+        }
+        if (m_options.json && (!same || event != "watching"))
+            json_line(name, w, event);
+        if (is_held)
+            m_locks[name] = std::move(w);
+        else
+            m_locks.erase(name);
+        return !same || event != "watching";
+    }
+
+    // Without notices (none could be subscribed, or they were lost): every lock read again.
+    bool rescan() {
+        bool changed = false;
+        auto found = lock::list_names(m_conns, m_config.key_prefix, m_options.pattern);
+        std::vector<std::string> names = found.names;
+        for (const auto& [name, w] : m_locks)
+            if (std::ranges::find(names, name) == names.end())
+                names.push_back(name);
+        for (const auto& name : names)
+            changed |= refresh(name, "watching");
+        return changed;
+    }
+
+    void json_line(const std::string& name, const Watched& w, const std::string& event) {
+        util::JsonWriter json;
+        json.begin_object()
+            .field("at", now_iso())
+            .field("event", event)
+            .field("name", name)
+            .field("state", lock::state_name(w.view.state));
+        json.key("ttl_ms");
+        if (w.view.state == lock::LockState::held)
+            json.value(w.view.ttl_ms);
+        else
+            json.null();
+        json.field("fence", w.view.fence);
+        json.key("holder");
+        if (w.view.holder)
+            json.begin_object()
+                .field("host", w.view.holder->host)
+                .field("pid", w.view.holder->pid)
+                .field("user", w.view.holder->user)
+                .field("command", w.view.holder->command)
+                .field("acquired_at", w.view.holder->acquired_at)
+                .end_object();
+        else
+            json.null();
+        json.field("waiters", w.waiters).field("queue", w.queue);
+        json.key("limit");
+        if (w.view.limit > 0)
+            json.value(w.view.limit);
+        else
+            json.null();
+        json.field("permits_held", w.view.held_permits().size());
+        json.end_object();
+        (void)print_stdout(json.str());
+    }
+
+    void draw() {
+        if (!m_terminal)
+            return;
+        std::string out = "\x1b[H\x1b[2J";
+        out += util::format("redlock watch {} (locks matching '{}', {})   Ctrl-C to quit\n\n",
+                            now_iso().substr(0, 19) + "Z", util::printable(m_options.pattern),
+                            m_config.servers.size() == 1
+                                ? std::string("1 server")
+                                : util::format("{} servers", m_config.servers.size()));
+        out += util::format("{:<24} {:<8} {:<26} {:>8} {:>8} {:>6} {:>8}\n", "NAME", "STATE",
+                            "HOLDER", "HELD", "TTL", "FENCE", "WAITING");
+        if (m_locks.empty())
+            out += "(no lock is held)\n";
+        for (const auto& [name, w] : m_locks) {
+            const auto& v = w.view;
+            std::string holder =
+                v.limit > 0 ? util::format("{} of {} permits", v.held_permits().size(), v.limit)
+                : v.holder ? util::format("{}@{}:{}", v.holder->user, v.holder->host, v.holder->pid)
+                           : std::string(v.state == lock::LockState::held ? "unknown" : "-");
+            std::optional<Millis> age;
+            if (v.holder)
+                age = age_of(v.holder->acquired_at);
+            const auto left =
+                Millis(v.ttl_ms) - std::chrono::floor<Millis>(Clock::now() - w.read_at);
+            out += util::format(
+                "{:<24} {:<8} {:<26} {:>8} {:>8} {:>6} {:>8}\n",
+                util::clip(util::printable(name), 24), lock::state_name(v.state),
+                util::clip(util::printable(holder), 26), age ? human_duration(*age) : "-",
+                v.state == lock::LockState::held && v.ttl_ms >= 0
+                    ? human_duration(std::max(left, Millis(0)))
+                    : "-",
+                v.fence ? std::to_string(*v.fence) : "-",
+                w.queue > 0 ? util::format("{} fair", w.queue) : std::to_string(w.waiters));
+            if (v.holder)
+                out += util::format("  {}\n", util::clip(util::printable(v.holder->command), 100));
+        }
+        if (!m_events.empty()) {
+            out += "\nRecent events\n";
+            for (const auto& e : m_events)
+                out += "  " + util::printable(e) + "\n";
+        }
+        write(out);
+    }
+
+    static void write(std::string_view text) {
+        while (!text.empty()) {
+            const ssize_t n = ::write(STDOUT_FILENO, text.data(), text.size());
+            if (n <= 0)
+                return;
+            text.remove_prefix(static_cast<size_t>(n));
+        }
+    }
+
+    int finish() {
+        if (m_terminal)
+            write("\x1b[?25h\x1b[?1049l"); // the cursor, and the screen as it was
+        return 0;
+    }
+
+    const WatchOptions& m_options;
+    const config::Config& m_config;
+    std::vector<redis::Connection> m_conns;
+    bool m_terminal;
+    std::map<std::string, Watched> m_locks;
+    std::deque<std::string> m_events;
+};
+
+} // namespace
+
+int watch_command(const WatchOptions& options, const config::Config& config) {
+    return Watch(options, config).run();
+}
+
+} // namespace redlock::cli
