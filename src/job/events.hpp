@@ -35,6 +35,11 @@ enum class Outcome {
     failed,       // an error before PROGRAM ran: servers, config, exec (its kind's status)
 };
 [[nodiscard]] const char* outcome_name(Outcome outcome);
+// Every outcome, in the order above (metrics list each one, 0 until it happens).
+inline constexpr Outcome k_outcomes[] = {
+    Outcome::ran,          Outcome::lost,         Outcome::max_hold,
+    Outcome::skipped_held, Outcome::skipped_slot, Outcome::gave_up,
+    Outcome::interrupted,  Outcome::stopped,      Outcome::failed};
 
 // While waiting: who holds the lock, as far as the servers said.
 struct Waiting {
