@@ -44,6 +44,9 @@ class Supervisor {
             if (m_program_status && !m_children_remain)
                 break;
             act_on_deadlines(now);
+            // Observers with something to do in time (systemd's WATCHDOG=1, a hook to
+            // start once PROGRAM has been signalled) say when to wake them.
+            m_tick_at = m_observer.tick(now);
 
             fds.clear();
             fds.push_back(pollfd{m_signals.fd(), POLLIN, 0});
@@ -140,7 +143,7 @@ class Supervisor {
     }
 
     Clock::time_point next_wakeup(Clock::time_point now) const {
-        auto wake = now + 60s;
+        auto wake = std::min(now + 60s, m_tick_at);
         if (!m_lost) {
             wake = std::min(wake, term_at());
             if (m_lock.renewal_in_flight()) {
@@ -305,6 +308,7 @@ class Supervisor {
     bool m_watchdog_dead = false;
     bool m_stopped_without_watchdog = false;
 
+    Clock::time_point m_tick_at = Clock::time_point::max(); // the observers' next tick
     RenewalSchedule m_renewals;
     Clock::time_point m_next_renewal;
     bool m_renewal_failing = false;
