@@ -50,7 +50,10 @@ void MetricsObserver::program_started(long /*pid*/) {
     const long self = ::getpid();
     auto identity = process::identity(static_cast<pid_t>(self));
     const double since = unix_seconds(std::chrono::system_clock::now());
-    write([&](MetricsFile& file) {
+    // PROGRAM runs and the lease is ticking: this write must not hold up the supervisor
+    // (observers never block the locking), so the lock of the file is waited for briefly
+    // only. Missed, the running gauge misses this run; the counts at the end do not.
+    write(std::chrono::milliseconds(50), [&](MetricsFile& file) {
         auto& runs = file[m_name].running;
         std::erase_if(runs, [&](const RunningRun& r) { return r.pid == self || !alive(r); });
         runs.push_back(RunningRun{self, identity.value_or(""), since});
@@ -68,7 +71,8 @@ void MetricsObserver::finish(const job::RunResult& result, int exit_status) {
     last.exit_status = exit_status;
     last.outcome = job::outcome_name(result.outcome);
     const long self = ::getpid();
-    write([&](MetricsFile& file) {
+    // After the release: the lock of the file may be waited for longer.
+    write(std::chrono::milliseconds(2000), [&](MetricsFile& file) {
         auto& entry = file[m_name];
         entry.last = last;
         ++entry.runs_total[last.outcome];
@@ -77,8 +81,9 @@ void MetricsObserver::finish(const job::RunResult& result, int exit_status) {
     });
 }
 
-void MetricsObserver::write(const std::function<void(MetricsFile&)>& change) {
-    auto ok = update_metrics_file(m_file, change);
+void MetricsObserver::write(std::chrono::milliseconds lock_wait,
+                            const std::function<void(MetricsFile&)>& change) {
+    auto ok = update_metrics_file(m_file, change, lock_wait);
     if (ok)
         return;
     if (ok.error().message != m_said)

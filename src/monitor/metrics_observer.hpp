@@ -29,7 +29,8 @@ class MetricsObserver final : public job::Observer {
     void finish(const job::RunResult& result, int exit_status);
 
   private:
-    void write(const std::function<void(MetricsFile&)>& change);
+    void write(std::chrono::milliseconds lock_wait,
+               const std::function<void(MetricsFile&)>& change);
 
     std::string m_name;
     std::filesystem::path m_file;
