@@ -7,11 +7,17 @@
 # shows where redlock's instructions go (ld.so = dynamic loading and symbol binding).
 #
 #   bash bench/instructions.sh          # TOP=15 functions listed per command
+#   RUN_ARGS="--metrics /tmp/m.prom" bash bench/instructions.sh   # with run options
+#   PRELOAD=/lib/x86_64-linux-gnu/libsystemd.so.0 bash bench/instructions.sh
+#                                       # what linking a library would cost at start-up
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 need valgrind flock redis-server python3
 
 top=${TOP:-15}
+# Options added to `run` (word-split), and a library preloaded into redlock (as if linked).
+read -r -a run_args <<<"${RUN_ARGS:-}"
+preload=${PRELOAD:-}
 bin=$(redlock_bin)
 describe_binary "$bin"
 start_redis
@@ -23,7 +29,8 @@ callgrind() {
     local name=$1 pid
     shift
     rm -f "$out_dir/callgrind.$name".*
-    valgrind --tool=callgrind --trace-children=no --callgrind-out-file="$out_dir/callgrind.$name.%p" \
+    LD_PRELOAD=${preload_for:-} valgrind --tool=callgrind --trace-children=no \
+        --callgrind-out-file="$out_dir/callgrind.$name.%p" \
         "$@" >/dev/null 2>"$bench_tmp/valgrind.$name.log" &
     pid=$!
     wait "$pid" || {
@@ -37,11 +44,11 @@ callgrind() {
 
 # One run first so that the lock scripts are cached on the server (EVALSHA hits, as
 # for every run but the very first against a server).
-"$bin" -s "$redis_url" run -k b -- true
+"$bin" -s "$redis_url" run -k b "${run_args[@]}" -- true
 
-redlock_out=$(callgrind redlock "$bin" -s "$redis_url" run -k b -- true)
+redlock_out=$(preload_for=$preload callgrind redlock "$bin" -s "$redis_url" run -k b "${run_args[@]}" -- true)
 flock_out=$(callgrind flock flock -n "$lockfile" true)
-version_out=$(callgrind redlock-version "$bin" --version)
+version_out=$(preload_for=$preload callgrind redlock-version "$bin" --version)
 
 total() { python3 "$bench_dir/callgrind_by_object.py" "$1" 0 | sed -n 's/^total Ir: //p' | tr -d ,; }
 redlock_ir=$(total "$redlock_out")
@@ -49,7 +56,7 @@ flock_ir=$(total "$flock_out")
 version_ir=$(total "$version_out")
 
 echo
-echo "== redlock -s URL run -k b -- true"
+echo "== redlock -s URL run -k b ${run_args[*]} -- true${preload:+ (LD_PRELOAD=$preload)}"
 python3 "$bench_dir/callgrind_by_object.py" "$redlock_out" "$top"
 echo
 echo "== flock -n FILE true"

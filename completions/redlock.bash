@@ -9,7 +9,8 @@ _redlock_global_opts='-c --config -s --server -v --verbose -q --quiet -h --help 
 _redlock_command_opts() {
     case $1 in
         run) echo '-k --key -t --ttl -w --wait --timeout -n --no-wait --nonblock --fair
-                   -E --conflict-exit-code --max-hold --min-validity --min-hold --once-per --limit' ;;
+                   -E --conflict-exit-code --max-hold --min-validity --min-hold --once-per --limit
+                   --metrics --events --on-lost --notify-passthrough' ;;
         status) echo '-k --key --json' ;;
         list) echo '-p --pattern --json' ;;
         acquire) echo '-k --key -t --ttl -w --wait --timeout -n --no-wait --nonblock --fair
@@ -66,7 +67,8 @@ _redlock() {
                 continue
                 ;;
             -k | --key | -t | --ttl | -w | --wait | --timeout | -E | --conflict-exit-code | \
-                --max-hold | --min-validity | --min-hold | --once-per | --limit | --token | -p | --pattern)
+                --max-hold | --min-validity | --min-hold | --once-per | --limit | --token | -p | --pattern | \
+                --metrics | --events | --on-lost)
                 [[ -n $command ]] && ((i++))
                 continue
                 ;;
@@ -131,7 +133,11 @@ _redlock() {
             COMPREPLY=($(compgen -W '250ms 10s 30s 1m 5m 10m 30m 1h 2h' -- "$cur"))
             return
             ;;
-        -E | --conflict-exit-code | --limit | --token | -p | --pattern)
+        -E | --conflict-exit-code | --limit | --token | -p | --pattern | --on-lost)
+            return
+            ;;
+        --metrics | --events)
+            _filedir
             return
             ;;
     esac

@@ -38,7 +38,7 @@ function __redlock_in_program
     set -l seen_command 0
     while set -q words[1]
         switch $words[1]
-            case -c --config -s --server -k --key -t --ttl -w --wait --timeout -E --conflict-exit-code --max-hold --min-validity --min-hold --once-per --limit
+            case -c --config -s --server -k --key -t --ttl -w --wait --timeout -E --conflict-exit-code --max-hold --min-validity --min-hold --once-per --limit --metrics --events --on-lost
                 set -e words[1]
             case --
                 test $seen_command = 1; and return 0
@@ -115,8 +115,12 @@ complete -c redlock -n '__redlock_using run; and not __redlock_in_program' -l mi
 complete -c redlock -n '__redlock_using run; and not __redlock_in_program' -l min-hold -x -a $durations -d 'Keep the lock at least this long after acquiring'
 complete -c redlock -n '__redlock_using run; and not __redlock_in_program' -l once-per -x -a $durations -d 'Run at most once in each slot of this length'
 complete -c redlock -n '__redlock_using run; and not __redlock_in_program' -l limit -x -d 'Up to N holders at once (a semaphore)'
+complete -c redlock -n '__redlock_using run; and not __redlock_in_program' -l metrics -r -F -d 'Write Prometheus metrics to this file (or directory)'
+complete -c redlock -n '__redlock_using run; and not __redlock_in_program' -l events -r -F -d 'Append one JSON line per event to this file (or fd:N)'
+complete -c redlock -n '__redlock_using run; and not __redlock_in_program' -l on-lost -x -d 'Run this shell command if the lock is lost'
+complete -c redlock -n '__redlock_using run; and not __redlock_in_program' -l notify-passthrough -d 'Leave NOTIFY_SOCKET to PROGRAM (it says READY=1)'
 # PROGRAM and its arguments complete as their own command line.
-complete -c redlock -n '__redlock_using run; and __redlock_in_program' -a '(__fish_complete_subcommand --fcs-skip=2 -k --key -t --ttl -w --wait --timeout -E --conflict-exit-code --max-hold --min-validity --min-hold --once-per --limit -c --config -s --server)'
+complete -c redlock -n '__redlock_using run; and __redlock_in_program' -a '(__fish_complete_subcommand --fcs-skip=2 -k --key -t --ttl -w --wait --timeout -E --conflict-exit-code --max-hold --min-validity --min-hold --once-per --limit --metrics --events --on-lost -c --config -s --server)'
 complete -c redlock -n '__redlock_using acquire' -l json -d 'Print one JSON document'
 complete -c redlock -n '__redlock_using acquire' -l shell -d 'Print REDLOCK_KEY, REDLOCK_TOKEN and REDLOCK_FENCE for eval'
 

@@ -18,7 +18,7 @@ struct Spec {
 };
 
 // clang-format off
-constexpr std::array<Spec, 15> k_specs{{
+constexpr std::array<Spec, 19> k_specs{{
     {{"-s", "--server"}, true, true,
      [](CommandLine& c, std::string_view v) { c.global.servers.emplace_back(v); }, nullptr},
     {{"-c", "--config"}, true, false,
@@ -46,6 +46,14 @@ constexpr std::array<Spec, 15> k_specs{{
      nullptr},
     {{"--limit"}, false, false, [](CommandLine& c, std::string_view v) { c.run.limit = v; },
      nullptr},
+    {{"--metrics"}, false, false, [](CommandLine& c, std::string_view v) { c.run.metrics = v; },
+     nullptr},
+    {{"--events"}, false, false, [](CommandLine& c, std::string_view v) { c.run.events = v; },
+     nullptr},
+    {{"--on-lost"}, false, false, [](CommandLine& c, std::string_view v) { c.run.on_lost = v; },
+     nullptr},
+    {{"--notify-passthrough"}, false, false, nullptr,
+     [](CommandLine& c) { c.run.notify_passthrough = true; }},
 }};
 // clang-format on
 

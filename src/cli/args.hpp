@@ -30,6 +30,10 @@ struct RunArgs {
     std::optional<std::string> min_hold;
     std::optional<std::string> once_per;
     std::optional<std::string> limit;
+    std::optional<std::string> metrics; // --metrics FILE (or DIR)
+    std::optional<std::string> events;  // --events FILE or fd:N
+    std::optional<std::string> on_lost; // --on-lost CMD
+    bool notify_passthrough = false;    // PROGRAM gets $NOTIFY_SOCKET and says READY=1
     std::vector<std::string> program;
     bool operator==(const RunArgs&) const = default;
 };

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstring>
+#include <filesystem>
 
 #include <hiredis/hiredis.h>
 
@@ -269,6 +270,27 @@ util::Expected<RunOptions> make_run_options(const RunArgs& args, const config::C
     if (options.program.empty())
         return util::fail(util::ErrorKind::usage,
                           "run: no PROGRAM given (redlock run -k NAME -- PROGRAM [ARG...])");
+    // Monitoring: the option, else the config's key. An empty value turns the config's off.
+    if (args.metrics) {
+        if (!args.metrics->empty()) {
+            std::error_code ec;
+            const bool dir =
+                args.metrics->ends_with('/') || std::filesystem::is_directory(*args.metrics, ec);
+            (dir ? options.metrics_dir : options.metrics_file) = *args.metrics;
+        }
+    } else {
+        options.metrics_file = cfg.metrics_file;
+        options.metrics_dir = cfg.metrics_dir;
+    }
+    if (args.events && args.events->empty())
+        return util::fail(util::ErrorKind::usage, "--events needs a FILE or fd:N");
+    options.events = args.events;
+    if (args.on_lost)
+        options.on_lost = *args.on_lost;
+    else
+        options.on_lost = cfg.on_lost;
+    options.hook_timeout = cfg.hook_timeout;
+    options.notify_passthrough = args.notify_passthrough;
     return options;
 }
 
@@ -511,6 +533,10 @@ std::expected<CommandLine, int> parse_with_cli11(int argc, char** argv) {
         add_text_option(command, "--min-hold", run_args.min_hold)->type_name("DURATION");
         add_text_option(command, "--once-per", run_args.once_per)->type_name("DURATION");
         add_text_option(command, "--limit", run_args.limit)->type_name("N");
+        add_text_option(command, "--metrics", run_args.metrics)->type_name("FILE");
+        add_text_option(command, "--events", run_args.events)->type_name("FILE");
+        add_text_option(command, "--on-lost", run_args.on_lost)->type_name("CMD");
+        command->add_flag("--notify-passthrough", run_args.notify_passthrough);
         command->add_option("program", run_args.program)->type_name("PROGRAM");
         // Options stop at PROGRAM, so its own flags are left alone (as with flock(1)).
         command->positionals_at_end();

@@ -86,6 +86,17 @@ Options:
                       the slot exits 75 (or -E) without running PROGRAM
       --limit N       a semaphore: up to N holders at once, each with its own
                       permit (REDLOCK_PERMIT), lease and fence
+      --metrics FILE  write the run's Prometheus metrics to FILE (a directory:
+                      one redlock_NAME.prom per lock name there), replaced
+                      atomically, for node_exporter's textfile collector
+      --events FILE   append one JSON object per line per event of the run to
+                      FILE (fd:N: to the inherited descriptor N)
+      --on-lost CMD   run CMD with /bin/sh -c once if the lease is lost, the lock
+                      is force-released or --max-hold stops PROGRAM
+                      (REDLOCK_EVENT, REDLOCK_KEY, REDLOCK_FENCE, REDLOCK_HELD_MS)
+      --notify-passthrough
+                      with $NOTIFY_SOCKET (systemd Type=notify): PROGRAM gets the
+                      socket and says READY=1 itself
   -h, --help          show this help
 )" GLOBAL_OPTIONS R"(
 Exit status: PROGRAM's own (128+N when killed by signal N); 75 (or -E) lock not

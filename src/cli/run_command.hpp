@@ -27,6 +27,15 @@ struct RunOptions {
     // --once-per: at most one run of NAME per slot of this length, on the servers' clock.
     std::optional<std::chrono::milliseconds> once_per;
     size_t limit = 1; // --limit: holders at once (a semaphore above 1)
+    // Monitoring (README "Monitoring"): where the metrics go (a file, or a file per name in a
+    // directory; empty for none), the --events target, the --on-lost command (empty: none)
+    // and its time bound, and whether PROGRAM gets $NOTIFY_SOCKET.
+    std::string metrics_file;
+    std::string metrics_dir;
+    std::optional<std::string> events;
+    std::string on_lost;
+    std::chrono::milliseconds hook_timeout{10000};
+    bool notify_passthrough = false;
 };
 
 // Returns the exit status of the whole command.

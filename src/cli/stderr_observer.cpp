@@ -101,7 +101,8 @@ void StderrObserver::renewal_recovered() {
 
 void StderrObserver::stopping(job::StopReason reason, std::string_view why) {
     switch (reason) {
-    case job::StopReason::lease_lost: {
+    case job::StopReason::lease_lost:
+    case job::StopReason::force_released: {
         // Said before PROGRAM's own reaction to TERM can reach the terminal, but only if
         // stderr takes it at once: a full pipe or a terminal stopped by ^S must not delay
         // the TERM (then it is said after, in catch_up).

@@ -31,21 +31,11 @@ constexpr std::string_view k_default_server = "redis://127.0.0.1:6379";
 constexpr size_t k_max_password_file = size_t{64} * 1024;
 
 using namespace std::string_view_literals;
-constexpr std::array k_top_level_keys = {"key_prefix"sv,
-                                         "ttl"sv,
-                                         "wait"sv,
-                                         "min_validity"sv,
-                                         "connect_timeout"sv,
-                                         "command_timeout"sv,
-                                         "tls_ca_file"sv,
-                                         "tls_cert_file"sv,
-                                         "tls_key_file"sv,
-                                         "tls_server_name"sv,
-                                         "tls_verify"sv,
-                                         "replicas"sv,
-                                         "history"sv,
-                                         "history_max_age"sv,
-                                         "servers"sv};
+constexpr std::array k_top_level_keys = {
+    "key_prefix"sv,      "ttl"sv,         "wait"sv,          "min_validity"sv, "connect_timeout"sv,
+    "command_timeout"sv, "tls_ca_file"sv, "tls_cert_file"sv, "tls_key_file"sv, "tls_server_name"sv,
+    "tls_verify"sv,      "replicas"sv,    "history"sv,       "history_max_age"sv,
+    "metrics_file"sv,    "metrics_dir"sv, "on_lost"sv,       "hook_timeout"sv, "servers"sv};
 constexpr std::array k_server_keys = {"url"sv,
                                       "username"sv,
                                       "password_env"sv,
@@ -342,6 +332,12 @@ class Parser {
                 ok = parse_history_age(*node, config.history_max_age);
             else if (name.starts_with("tls_") && contains(k_top_level_keys, name))
                 ok = parse_tls_key(name, *node, config.tls);
+            else if (name == "metrics_file" || name == "metrics_dir")
+                ok = parse_metrics_path(name, *node, config);
+            else if (name == "on_lost")
+                ok = parse_on_lost(*node, config.on_lost);
+            else if (name == "hook_timeout")
+                ok = parse_timeout(name, *node, config.hook_timeout);
             else if (name == "servers")
                 ok = parse_servers(*node, servers);
             else
@@ -483,6 +479,32 @@ class Parser {
         if (!value)
             return std::unexpected(value.error());
         out = *value;
+        return {};
+    }
+
+    // metrics_file or metrics_dir (one of them): a path, relative to the config's directory.
+    util::Expected<void> parse_metrics_path(std::string_view name, const toml::node& node,
+                                            Config& config) const {
+        auto value = get_string(name, node);
+        if (!value)
+            return std::unexpected(value.error());
+        if (value->empty())
+            return error(node, util::format("'{}' must not be empty", name));
+        const bool file = name == "metrics_file";
+        if (!(file ? config.metrics_dir : config.metrics_file).empty())
+            return error(node, "give either 'metrics_file' or 'metrics_dir', not both");
+        std::filesystem::path path(*value);
+        if (path.is_relative())
+            path = m_source.parent_path() / path;
+        (file ? config.metrics_file : config.metrics_dir) = path.string();
+        return {};
+    }
+
+    util::Expected<void> parse_on_lost(const toml::node& node, std::string& out) const {
+        auto value = get_string("on_lost", node);
+        if (!value)
+            return std::unexpected(value.error());
+        out = std::move(*value); // empty: none
         return {};
     }
 

@@ -55,6 +55,13 @@ struct Config {
     Millis history_max_age{std::chrono::hours(24 * 30)};
     Millis connect_timeout{1000}; // default for servers (also those given with -s)
     Millis command_timeout{1000};
+    // Monitoring (the defaults of run's --metrics and --on-lost): a metrics file, or a
+    // directory with a file per lock name (empty: none); a command to run when a run
+    // loses its lock, and how long it may take.
+    std::string metrics_file;
+    std::string metrics_dir;
+    std::string on_lost;
+    Millis hook_timeout{10000};
     std::vector<ServerConfig> servers; // never empty after load
     std::filesystem::path source;      // the file read, empty for built-in defaults
 };

@@ -36,6 +36,11 @@ enum class Outcome {
     failed,         // an error before PROGRAM ran: servers, config, exec (its kind's status)
 };
 [[nodiscard]] const char* outcome_name(Outcome outcome);
+// Every outcome, in the order above (metrics list each one, 0 until it happens).
+inline constexpr Outcome k_outcomes[] = {
+    Outcome::ran,          Outcome::lost,         Outcome::force_released, Outcome::max_hold,
+    Outcome::skipped_held, Outcome::skipped_slot, Outcome::gave_up,        Outcome::interrupted,
+    Outcome::stopped,      Outcome::failed};
 
 // While waiting: who holds the lock, as far as the servers said.
 struct Waiting {
@@ -73,11 +78,12 @@ struct NotAcquired {
 };
 
 enum class StopReason {
-    lease_lost,    // renewals failed, or the key no longer holds our token
-    max_hold,      // --max-hold ran out
-    watchdog_gone, // the watchdog died: fail closed
-    leftovers,     // PROGRAM exited leaving processes behind
-    internal,      // redlock's own loop failed: PROGRAM killed at once
+    lease_lost,     // renewals failed, or the key no longer holds our token
+    force_released, // release --force took it: as a lost lease, and `why` names who
+    max_hold,       // --max-hold ran out
+    watchdog_gone,  // the watchdog died: fail closed
+    leftovers,      // PROGRAM exited leaving processes behind
+    internal,       // redlock's own loop failed: PROGRAM killed at once
 };
 
 class Observer {

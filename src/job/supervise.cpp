@@ -46,6 +46,9 @@ class Supervisor {
             if (m_program_status && !m_children_remain)
                 break;
             act_on_deadlines(now);
+            // Observers with something to do in time (systemd's WATCHDOG=1, a hook to
+            // start once PROGRAM has been signalled) say when to wake them.
+            m_tick_at = m_observer.tick(now);
 
             if (!m_listen && !m_lost && !m_program_status && now >= m_listen_at)
                 listen();
@@ -208,7 +211,7 @@ class Supervisor {
     }
 
     Clock::time_point next_wakeup(Clock::time_point now) const {
-        auto wake = now + 60s;
+        auto wake = std::min(now + 60s, m_tick_at);
         if (!m_lost) {
             wake = std::min(wake, term_at());
             if (!m_listen && !m_program_status)
@@ -285,9 +288,11 @@ class Supervisor {
             m_observer.renewed(m_lock.last_round());
             schedule_renewal(now);
             return;
-        case lock::RenewStatus::not_ours:
-            lose(now, not_ours_why(), true);
+        case lock::RenewStatus::not_ours: {
+            auto why = not_ours_why();
+            lose(now, why, true, m_forced_by ? StopReason::force_released : StopReason::lease_lost);
             return;
+        }
         case lock::RenewStatus::failed:
             m_observer.renewal_failed(m_lock.last_round(), !m_renewal_failing);
             m_renewal_failing = true;
@@ -296,14 +301,15 @@ class Supervisor {
         }
     }
 
-    void lose(Clock::time_point now, std::string_view why, bool at_once) {
+    void lose(Clock::time_point now, std::string_view why, bool at_once,
+              StopReason reason = StopReason::lease_lost) {
         m_lost = true;
         m_lock.abandon_renewal(now);
         if (at_once) // someone else may hold it already: do not wait for the lease to run out
             m_lost_kill_at = std::min(kill_at(), now + stop_grace());
         // Said before PROGRAM's own reaction to TERM can reach the terminal, but never
         // delaying the TERM: what an observer cannot say at once, it says in catch_up().
-        m_observer.stopping(StopReason::lease_lost, why);
+        m_observer.stopping(reason, why);
         m_child.signal_tree(SIGTERM);
         m_child.signal_tree(SIGCONT); // a stopped process acts on TERM only once continued
         m_watchdog.lost(kill_at());
@@ -378,6 +384,7 @@ class Supervisor {
     bool m_watchdog_dead = false;
     bool m_stopped_without_watchdog = false;
 
+    Clock::time_point m_tick_at = Clock::time_point::max(); // the observers' next tick
     RenewalSchedule m_renewals;
     std::optional<redis::Subscription> m_listen;
     Clock::time_point m_listen_at = Clock::now() + k_listen_after;

@@ -343,7 +343,21 @@ struct ProcEntry {
     pid_t pid;
     pid_t ppid;
     pid_t pgrp;
+    int exit_signal; // what its parent gets when it ends: 0 for a "clone child"
 };
+
+// The 38th field of a stat line, counted from the state (the 3rd) at `fields`: the exit
+// signal; -1 when the line is too short.
+int exit_signal_field(const char* fields) {
+    const char* s = fields;
+    for (int field = 3; field < 38; ++field) {
+        s = std::strchr(s, ' ');
+        if (!s)
+            return -1;
+        ++s;
+    }
+    return static_cast<int>(std::strtol(s, nullptr, 10));
+}
 
 // Every process's pid, parent and process group, from /proc/<pid>/stat
 // ("pid (comm) state ppid pgrp ..."; comm may hold spaces and parentheses, so parse from
@@ -377,8 +391,9 @@ std::vector<ProcEntry> scan_processes() {
         // The kernel writes this line; the count check is all the validation it needs.
         if (std::sscanf(close_paren + 1, " %c %ld %ld", &state, &ppid, &pgrp) != 3) // NOLINT
             continue;
-        out.push_back(
-            {static_cast<pid_t>(pid), static_cast<pid_t>(ppid), static_cast<pid_t>(pgrp)});
+        const char* fields = close_paren + 2; // the state
+        out.push_back({static_cast<pid_t>(pid), static_cast<pid_t>(ppid), static_cast<pid_t>(pgrp),
+                       fields < buf + n ? exit_signal_field(fields) : -1});
     }
     ::closedir(dir);
     return out;
@@ -396,11 +411,18 @@ bool alone_in_process_group() {
 }
 
 std::vector<pid_t> descendants(pid_t root) {
+    if (root <= 0)
+        root = ::getpid();
     std::unordered_multimap<pid_t, pid_t> children_of;
     for (const auto& p : scan_processes())
-        children_of.emplace(p.ppid, p.pid);
+        // A child of the root with no exit signal is a helper the root made with clone()
+        // (the watchdog, an --on-lost hook's runner): PROGRAM cannot make one (orphans
+        // re-parented to the root get SIGCHLD as their exit signal), and its tree is not
+        // PROGRAM's.
+        if (p.ppid != root || p.exit_signal != 0)
+            children_of.emplace(p.ppid, p.pid);
     std::vector<pid_t> out;
-    std::vector<pid_t> queue{root > 0 ? root : ::getpid()};
+    std::vector<pid_t> queue{root};
     while (!queue.empty()) {
         pid_t parent = queue.back();
         queue.pop_back();

@@ -95,7 +95,9 @@ ReapResult reap_children(pid_t program, std::optional<int>& program_status);
 // Enables child-subreaper mode for this process.
 void become_subreaper();
 
-// Every process descended from `root` (default: this one), found through /proc.
+// Every process descended from `root` (default: this one), found through /proc, but for
+// the root's "clone children" (no exit signal: the watchdog, a hook's runner, which the
+// root made itself) and what is below them.
 [[nodiscard]] std::vector<pid_t> descendants(pid_t root = 0);
 
 // Whether no other process shares this one's process group (a shell pipeline does).

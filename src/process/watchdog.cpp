@@ -98,6 +98,7 @@ struct ProcEntry {
     pid_t pid;
     pid_t ppid;
     pid_t session;
+    long exit_signal; // 0 for a "clone child" (the watchdog itself, a hook's runner)
 };
 
 struct Watch {
@@ -177,6 +178,14 @@ WATCHDOG_CODE bool read_entry(int proc, const char* name, ProcEntry& out) {
     const long session = parse_number(s, end);
     if (session < 0)
         return false;
+    // On to the 38th field, the exit signal (the session is the 6th); -1 if cut short.
+    out.exit_signal = -1;
+    for (int field = 6; field < 38 && s < end; ++s)
+        if (*s == ' ' && ++field == 38) {
+            ++s;
+            out.exit_signal = parse_number(s, end);
+            break;
+        }
     out.ppid = static_cast<pid_t>(ppid);
     out.session = static_cast<pid_t>(session);
     return true;
@@ -235,8 +244,11 @@ WATCHDOG_CODE size_t program_processes(Memory& m) {
         grew = false;
         for (size_t i = 0; i < procs && n < k_max_tree; ++i) {
             const ProcEntry& p = m.processes[i];
-            if (p.pid != m.watch.self && p.pid != m.watch.redlock && contains(m.tree, n, p.ppid) &&
-                !contains(m.tree, n, p.pid)) {
+            // redlock's clone children (this watchdog, a hook's runner) are not PROGRAM's,
+            // nor is anything below them.
+            const bool helper = p.ppid == m.watch.redlock && p.exit_signal == 0;
+            if (p.pid != m.watch.self && p.pid != m.watch.redlock && !helper &&
+                contains(m.tree, n, p.ppid) && !contains(m.tree, n, p.pid)) {
                 m.tree[n++] = p.pid;
                 grew = true;
             }

@@ -23,6 +23,8 @@ class UniqueFd {
 
     [[nodiscard]] int get() const { return m_fd; }
     [[nodiscard]] explicit operator bool() const { return m_fd >= 0; }
+    // Gives the descriptor up without closing it.
+    [[nodiscard]] int release() { return std::exchange(m_fd, -1); }
     void reset(int fd = -1) {
         if (m_fd >= 0)
             ::close(m_fd);

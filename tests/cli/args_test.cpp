@@ -59,6 +59,8 @@ TEST_CASE("the plain run line is read without CLI11, exactly as CLI11 reads it")
          "true"},
         {"run", "-k", "nightly", "--once-per", "1d", "--", "true"},
         {"run", "-k", "pool", "--limit", "3", "--", "true"},
+        {"run", "-k", "watched", "--metrics", "/tmp/m.prom", "--events", "fd:3", "--on-lost",
+         "logger lost", "--notify-passthrough", "--", "daemon"},
         {"run", "-k", "{tag}:job/1", "--", "/bin/echo", "a b", ""},
     };
     for (const auto& words : lines) {
