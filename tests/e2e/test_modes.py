@@ -514,7 +514,7 @@ class LimitTest(ServersTest):
         for server in self.redis:
             keys = sorted(k.decode() if isinstance(k, bytes) else k
                           for k in server.command("KEYS", "*pool*"))
-            self.assertTrue(all(k.endswith(":fence") for k in keys), keys)
+            self.assertTrue(all(k.endswith((":fence", ":history")) for k in keys), keys)
 
     def test_seven_contenders_never_more_than_three_at_once_and_all_run(self):
         self.write_file("inside", "0\n")
