@@ -23,6 +23,8 @@ enum Feature : size_t {
     once_per,
     limit,
     list,
+    history,
+    watch,
     doctor_reads,
     select,
     replicas,
@@ -118,6 +120,8 @@ ProbeKeys::ProbeKeys(std::string_view key_prefix) : prefix(key_prefix) {
     permit = p.lock;
     permit_meta = p.meta;
     permit_fence = p.fence;
+    history = k.history;
+    events = k.events;
 }
 
 std::vector<AclFeature> acl_features(const config::ServerConfig& server) {
@@ -133,6 +137,8 @@ std::vector<AclFeature> acl_features(const config::ServerConfig& server) {
     features[once_per] = {Level::note, "--once-per fails"};
     features[limit] = {Level::note, "--limit fails"};
     features[list] = {Level::note, "list fails"};
+    features[history] = {Level::note, "runs are not recorded, and history shows none"};
+    features[watch] = {Level::note, "watch cannot follow the locks"};
     features[doctor_reads] = {Level::note, "doctor cannot read the server's settings"};
     features[select] = {Level::risk, util::format("db {} cannot be selected", server.url.db)};
     features[replicas] = {
@@ -228,6 +234,16 @@ std::vector<AclProbe> acl_dryrun_probes(const ProbeKeys& k, const config::Server
 
     add(list, {"SCAN", "0", "MATCH", k.prefix + "*", "COUNT", "1000"});
 
+    add(history, script(lock::k_history_script, {k.history, k.lock, k.meta},
+                        {"run", token, "1", k_ttl, "0", "0", "run", "redlock-doctor"}));
+    add(history, {"XADD", k.history, "MAXLEN", "1", "*", "run", "redlock-doctor"});
+    add(history, {"XTRIM", k.history, "MINID", "0"});
+    add(history, {"PEXPIRE", k.history, k_ttl});
+    add(history, {"HMGET", k.meta, "token"});
+    add(history, {"XREVRANGE", k.history, "+", "-", "COUNT", "1"});
+    add(watch, {"PSUBSCRIBE", "{" + k.prefix + "*}:released", "{" + k.prefix + "*}:events"});
+    add(watch, {"ZCARD", k.queue});
+
     add(doctor_reads, {"PING"});
     add(doctor_reads, {"INFO", "server"});
     add(doctor_reads, {"CONFIG", "GET", "maxmemory-policy"});
@@ -265,6 +281,14 @@ std::vector<AclProbe> acl_probe_round1(const ProbeKeys& k, const config::ServerC
     out.push_back({fair, {"INCR", k.tickets}, {}, {k.tickets}});
     out.push_back({fair, {"ZRANK", k.queue, token}, {}, {k.queue}});
     out.push_back({list, {"SCAN", "0", "MATCH", k.lock, "COUNT", "10"}, {}, {}});
+    // The probe's history expires in a second (its max age), whatever happens.
+    out.push_back({history,
+                   script(lock::k_history_script, {k.history, k.lock, k.meta},
+                          {"run", token, "1", k_ttl, "0", "0", "run", "redlock-doctor"}),
+                   calls_of(lock::k_history_script),
+                   {k.history, k.lock, k.meta}});
+    out.push_back({history, {"XREVRANGE", k.history, "+", "-", "COUNT", "1"}, {}, {k.history}});
+    out.push_back({watch, {"ZCARD", k.queue}, {}, {k.queue}});
     out.push_back({doctor_reads, {"PING"}, {}, {}});
     out.push_back({doctor_reads, {"INFO", "server"}, {}, {}});
     out.push_back({doctor_reads, {"CONFIG", "GET", "maxmemory-policy"}, {}, {}});

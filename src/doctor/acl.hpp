@@ -35,7 +35,7 @@ struct AclProbe {
 struct ProbeKeys {
     explicit ProbeKeys(std::string_view prefix);
     std::string prefix, lock, meta, fence, channel, slot, queue, waiting, tickets, limit, permit,
-        permit_meta, permit_fence;
+        permit_meta, permit_fence, history, events;
 };
 
 // The features, indexed by AclProbe::feature; SELECT and WAIT only where the server's

@@ -1,0 +1,287 @@
+"""History, watch, and a force release the holder hears: what a lock did and does.
+
+Every run that reaches a decision leaves one entry in the name's history on the servers
+(written in the same write as the release or the refusal); `history` reads a majority and
+merges by run. `watch` follows the locks by their channels. `release --force` makes a
+running holder stop at once, and says who did it.
+"""
+
+import json
+import os
+import pty
+import select
+import signal
+import time
+import unittest
+
+from redlock_e2e import REDLOCK_BIN, SLACK, E2ETest, wait_until
+
+
+class HistoryTest(E2ETest):
+    servers = 1
+
+    def setUp(self):
+        super().setUp()
+        self.redis = [self.redis_server() for _ in range(self.servers)]
+        self.args = [a for s in self.redis for a in ("-s", s.url())]
+
+    def history(self, name="job", *options, config=None):
+        args = (["-c", config] if config else self.args) + ["history", "--json", *options, name]
+        r = self.run_redlock(args)
+        self.assertStatus(r, 0)
+        doc = json.loads(r.stdout)
+        self.assertEqual(doc["name"], name)
+        return doc["runs"]
+
+    def config(self, text):
+        servers = "".join(f'[[servers]]\nurl = "{s.url()}"\n' for s in self.redis)
+        path = self.path("config.toml")
+        with open(path, "w") as f:
+            f.write(text + "\n" + servers)
+        return path
+
+    def test_a_crowd_of_no_wait_runs_leaves_one_ran_and_the_others_skipped_by_it(self):
+        n = 6
+        procs = [self.start_redlock(self.args + ["run", "-n", "-k", "job", "--", "sleep", "1"])
+                 for _ in range(n)]
+        statuses = [p.wait(60) for p in procs]
+        self.assertEqual(sorted(statuses), [0] + [75] * (n - 1))
+        runs = self.history()
+        self.assertEqual(len(runs), n, runs)
+        ran = [r for r in runs if r["outcome"] == "ran"]
+        skipped = [r for r in runs if r["outcome"] == "skipped-held"]
+        self.assertEqual(len(ran), 1, runs)
+        self.assertEqual(len(skipped), n - 1, runs)
+        winner = ran[0]
+        self.assertEqual(winner["exit_status"], 0)
+        self.assertGreaterEqual(winner["held_ms"], 900)
+        self.assertIsNotNone(winner["fence"])
+        self.assertEqual(winner["command"], "sleep 1")
+        self.assertEqual({p.pid for p in procs}, {r["pid"] for r in runs})
+        for r in skipped:
+            self.assertEqual(r["by"]["pid"], winner["pid"], r)
+            self.assertIsNone(r["exit_status"])
+            self.assertIsNone(r["fence"])
+        # Newest first.
+        starts = [r["started_at"] for r in runs]
+        self.assertEqual(starts, sorted(starts, reverse=True))
+
+    def test_outcomes_ran_gave_up_and_max_hold(self):
+        self.assertStatus(self.run_redlock(self.args + ["run", "-k", "job", "--", "sh", "-c",
+                                                        "exit 3"]), 3)
+        holder = self.start_redlock(self.args + ["run", "-k", "job", "--", "sleep", "2"])
+        wait_until(lambda: self.redis[0].command("EXISTS", "lock:job") == 1, 10, proc=holder)
+        self.assertStatus(self.run_redlock(self.args + ["run", "-w", "300ms", "-k", "job", "--",
+                                                        "true"]), 75)
+        self.assertEqual(holder.wait(30), 0)
+        self.assertStatus(self.run_redlock(self.args + ["run", "--max-hold", "300ms", "-k", "job",
+                                                        "--", "sleep", "30"]), 124)
+        runs = self.history()
+        self.assertEqual([r["outcome"] for r in runs], ["max-hold", "gave-up", "ran", "ran"],
+                         runs)
+        self.assertEqual(runs[0]["exit_status"], 124)
+        self.assertGreaterEqual(runs[1]["waited_ms"], 250)
+        self.assertEqual(runs[1]["by"]["pid"], holder.pid)
+        self.assertEqual(runs[3]["exit_status"], 3)
+
+    def test_a_lost_lease_is_recorded(self):
+        holder = self.start_redlock(self.args + ["run", "-k", "job", "-t", "1s", "--", "sleep",
+                                                 "30"])
+        wait_until(lambda: self.redis[0].command("EXISTS", "lock:job") == 1, 10, proc=holder)
+        majority = self.redis[:len(self.redis) // 2 + 1]
+        for s in majority:
+            s.freeze()
+        try:
+            self.assertEqual(holder.wait(30), 79)
+        finally:
+            for s in majority:
+                s.thaw()
+        # The release (with the entry) was sent to the frozen server: it runs on thaw.
+        runs = wait_until(lambda: self.history() or None, 10, message="the entry")
+        self.assertEqual(runs[0]["outcome"], "lost")
+        self.assertEqual(runs[0]["exit_status"], 79)
+
+    def test_a_force_release_is_heard_at_once_and_both_sides_recorded(self):
+        holder = self.start_redlock(self.args + ["run", "-k", "job", "-t", "1m", "--", "sleep",
+                                                 "60"])
+        wait_until(lambda: self.redis[0].command("EXISTS", "lock:job") == 1, 10, proc=holder)
+        time.sleep(0.3)  # past the moment a holder starts listening
+        forced_at = time.monotonic()
+        r = self.run_redlock(self.args + ["release", "-f", "-y", "job"])
+        self.assertStatus(r, 0)
+        self.assertEqual(holder.wait(30), 79)
+        # Within a round trip or two, not the next renewal (20 s away with a 1 m ttl).
+        self.assertLess(time.monotonic() - forced_at, 5.0 * SLACK)
+        self.assertIn("it was released by force by", holder.stderr)
+        runs = self.history()
+        outcomes = {r["outcome"]: r for r in runs}
+        self.assertEqual(set(outcomes), {"force-released", "force-release"}, runs)
+        self.assertEqual(outcomes["force-released"]["pid"], holder.pid)
+        self.assertEqual(outcomes["force-released"]["exit_status"], 79)
+        self.assertEqual(outcomes["force-release"]["by"]["pid"], holder.pid)
+        forcer = outcomes["force-release"]["pid"]
+        self.assertEqual(outcomes["force-released"]["by"]["pid"], forcer)
+        self.assertIn(f"(pid {forcer}); stopping PROGRAM", holder.stderr)
+
+    def test_the_cap_keeps_the_newest_runs(self):
+        config = self.config("history = 3")
+        for i in range(5):
+            self.assertStatus(self.run_redlock(["-c", config, "run", "-k", "job", "--", "sh",
+                                                "-c", f"exit {i}"]), i)
+        runs = self.history(config=config)
+        self.assertEqual([r["exit_status"] for r in runs], [4, 3, 2])
+        self.assertEqual(self.redis[0].command("XLEN", "{lock:job}:history"), 3)
+        self.assertEqual([r["exit_status"] for r in self.history("job", "-n", "2",
+                                                                 config=config)], [4, 3])
+
+    def test_history_off_writes_nothing(self):
+        config = self.config("history = 0")
+        self.assertStatus(self.run_redlock(["-c", config, "run", "-k", "job", "--", "true"]), 0)
+        self.assertEqual(self.redis[0].command("EXISTS", "{lock:job}:history"), 0)
+        r = self.run_redlock(["-c", config, "history", "job"])
+        self.assertStatus(r, 0)
+        self.assertEqual(r.stdout, "job: no runs recorded (history = 0 in the config)\n")
+        self.assertEqual(self.history("never"), [])
+
+    def test_a_foreign_history_key_is_reported_and_never_blocks_a_run(self):
+        self.redis[0].command("SET", "{lock:job}:history", "not a stream")
+        r = self.run_redlock(["-v"] + self.args + ["run", "-k", "job", "--", "true"])
+        self.assertStatus(r, 0)
+        self.assertIn("history not written on", r.stderr)
+        r = self.run_redlock(self.args + ["history", "job"])
+        # One server of one: nothing to read, an error; one of five: a note, and the rest.
+        self.assertStatus(r, 69 if len(self.redis) == 1 else 0)
+        self.assertIn("{lock:job}:history is not a history", r.stderr)
+
+    def test_hostile_commands_are_escaped_in_the_table_and_valid_in_json(self):
+        nasty = "echo '\x1b[2J\nforged line' \udcff"
+        self.assertStatus(self.run_redlock(self.args + ["run", "-k", "job", "--", "sh", "-c",
+                                                        nasty]), 0)
+        r = self.run_redlock(self.args + ["history", "job"])
+        self.assertStatus(r, 0)
+        self.assertNotIn("\x1b", r.stdout)
+        self.assertEqual(len(r.stdout.splitlines()), 2, r.stdout)  # header and one run
+        self.assertIn("\\x1b[2J\\n", r.stdout)
+        runs = self.history()
+        self.assertIn("\x1b[2J\nforged line", runs[0]["command"])
+
+    def test_status_shows_the_last_run(self):
+        self.assertStatus(self.run_redlock(self.args + ["run", "-k", "job", "--", "true"]), 0)
+        r = self.run_redlock(self.args + ["status", "job"])
+        self.assertStatus(r, 0)
+        self.assertRegex(r.stdout, r"  last run  ran, exit 0, \S+@\S+ \(pid \d+\) at ")
+        r = self.run_redlock(self.args + ["status", "--json", "job"])
+        latest = json.loads(r.stdout)["locks"][0]["latest_run"]
+        self.assertEqual((latest["outcome"], latest["exit_status"]), ("ran", 0))
+
+
+class HistoryFiveServersTest(HistoryTest):
+    servers = 5
+
+    def test_a_minority_down_while_writing_and_while_reading_loses_nothing(self):
+        self.redis[0].freeze()
+        self.redis[1].freeze()
+        try:
+            for i in range(3):
+                self.assertStatus(self.run_redlock(self.args + ["run", "-k", "job", "--", "sh",
+                                                                "-c", f"exit {i}"]), i)
+        finally:
+            self.redis[0].thaw()
+            self.redis[1].thaw()
+        # Two others down while reading: the three read may not all have every entry, but a
+        # majority read together does.
+        self.redis[3].freeze()
+        self.redis[4].freeze()
+        try:
+            runs = wait_until(lambda: len(self.history()) == 3 and self.history(), 20,
+                              message="all three runs")
+        finally:
+            self.redis[3].thaw()
+            self.redis[4].thaw()
+        self.assertEqual([r["exit_status"] for r in runs], [2, 1, 0])
+
+    def test_fewer_than_a_majority_cannot_be_read(self):
+        for s in self.redis[:3]:
+            s.freeze()
+        try:
+            r = self.run_redlock(self.args + ["history", "job"], timeout=60)
+        finally:
+            for s in self.redis[:3]:
+                s.thaw()
+        self.assertStatus(r, 69)
+        self.assertIn("cannot read the history of 'job': 2 of 5 servers answered, 3 needed",
+                      r.stderr)
+
+
+class WatchTest(E2ETest):
+    def setUp(self):
+        super().setUp()
+        self.server = self.redis_server()
+        self.args = ["-s", self.server.url()]
+
+    def test_watch_json_follows_a_holder_appearing_and_going(self):
+        watch = self.start_redlock(self.args + ["watch", "--json"])
+        wait_until(lambda: int(self.server.command("PUBSUB", "NUMPAT")) >= 2, 10,
+                   message="watch to subscribe", proc=watch)
+        holder = self.start_redlock(self.args + ["run", "-k", "job", "--", "sleep", "0.5"])
+        self.assertEqual(holder.wait(30), 0)
+
+        def lines():
+            return [json.loads(line) for line in watch.stdout.splitlines() if line.strip()]
+
+        wait_until(lambda: any(e["state"] == "free" for e in lines()), 10,
+                   message="watch to see the release", proc=watch)
+        events = lines()
+        held = [e for e in events if e["state"] == "held"]
+        self.assertTrue(held, events)
+        self.assertEqual(held[0]["name"], "job")
+        self.assertEqual(held[0]["holder"]["pid"], holder.pid)
+        self.assertEqual(held[0]["event"], "acquired")
+        watch.send_signal(signal.SIGINT)
+        self.assertEqual(watch.wait(10), 0)
+
+    def test_watch_on_a_terminal_draws_and_leaves_the_screen_as_it_was(self):
+        holder = self.start_redlock(self.args + ["run", "-k", "shown", "--", "sleep", "30"])
+        wait_until(lambda: self.server.command("EXISTS", "lock:shown") == 1, 10, proc=holder)
+        pid, fd = pty.fork()
+        if pid == 0:
+            env = self.env({"TERM": "xterm"})
+            os.execve(REDLOCK_BIN, [REDLOCK_BIN, *self.args, "watch"], env)
+        seen = b""
+        deadline = time.monotonic() + 10 * SLACK
+        try:
+            while b"shown" not in seen and time.monotonic() < deadline:
+                r, _, _ = select.select([fd], [], [], 0.2)
+                if r:
+                    seen += os.read(fd, 65536)
+            self.assertIn(b"\x1b[?1049h", seen)  # the alternate screen
+            self.assertIn(b"shown", seen)
+            self.assertIn(b"held", seen)
+            os.kill(pid, signal.SIGINT)
+            end = time.monotonic() + 10 * SLACK
+            status = None
+            while time.monotonic() < end:
+                try:
+                    r, _, _ = select.select([fd], [], [], 0.2)
+                    if r:
+                        seen += os.read(fd, 65536)
+                except OSError:
+                    pass
+                done, status = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    break
+            self.assertEqual(os.waitstatus_to_exitcode(status), 0)
+            self.assertTrue(seen.rstrip().endswith(b"\x1b[?1049l"), seen[-80:])
+        finally:
+            os.close(fd)
+            try:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            except (ProcessLookupError, ChildProcessError):
+                pass
+            holder.send_signal(signal.SIGTERM)
+            holder.wait(30)
+
+
+if __name__ == "__main__":
+    unittest.main()
