@@ -245,16 +245,17 @@ int release_command(const ReleaseOptions& options, const config::Config& config)
         lock::HistoryRecord record;
         record.keep = config.history;
         record.max_age = config.history_max_age;
-        record.fields = std::vector<std::string>{"run",     util::random_token().substr(0, 16),
-                                                 "host",    me.host,
-                                                 "pid",     std::to_string(me.pid),
-                                                 "user",    me.user,
-                                                 "command", "(release --force)",
-                                                 "outcome", "force-release"};
-        if (view.holder)
-            record.fields.insert(record.fields.end(),
-                                 {"by_host", view.holder->host, "by_pid",
-                                  std::to_string(view.holder->pid), "by_user", view.holder->user});
+        record.add("run", util::random_token().substr(0, 16));
+        record.add("host", me.host);
+        record.add("pid", std::to_string(me.pid));
+        record.add("user", me.user);
+        record.add("command", "(release --force)");
+        record.add("outcome", "force-release");
+        if (view.holder) {
+            record.add("by_host", view.holder->host);
+            record.add("by_pid", std::to_string(view.holder->pid));
+            record.add("by_user", view.holder->user);
+        }
         by.record = std::move(record);
     }
     size_t deleted = lock::force_release(conns, view, by);

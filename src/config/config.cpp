@@ -31,11 +31,25 @@ constexpr std::string_view k_default_server = "redis://127.0.0.1:6379";
 constexpr size_t k_max_password_file = size_t{64} * 1024;
 
 using namespace std::string_view_literals;
-constexpr std::array k_top_level_keys = {
-    "key_prefix"sv,      "ttl"sv,         "wait"sv,          "min_validity"sv, "connect_timeout"sv,
-    "command_timeout"sv, "tls_ca_file"sv, "tls_cert_file"sv, "tls_key_file"sv, "tls_server_name"sv,
-    "tls_verify"sv,      "replicas"sv,    "history"sv,       "history_max_age"sv,
-    "metrics_file"sv,    "metrics_dir"sv, "on_lost"sv,       "hook_timeout"sv, "servers"sv};
+constexpr std::array k_top_level_keys = {"key_prefix"sv,
+                                         "ttl"sv,
+                                         "wait"sv,
+                                         "min_validity"sv,
+                                         "connect_timeout"sv,
+                                         "command_timeout"sv,
+                                         "tls_ca_file"sv,
+                                         "tls_cert_file"sv,
+                                         "tls_key_file"sv,
+                                         "tls_server_name"sv,
+                                         "tls_verify"sv,
+                                         "replicas"sv,
+                                         "history"sv,
+                                         "history_max_age"sv,
+                                         "metrics_file"sv,
+                                         "metrics_dir"sv,
+                                         "on_lost"sv,
+                                         "hook_timeout"sv,
+                                         "servers"sv};
 constexpr std::array k_server_keys = {"url"sv,
                                       "username"sv,
                                       "password_env"sv,

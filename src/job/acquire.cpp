@@ -196,8 +196,7 @@ util::Expected<Acquisition> wait_and_acquire(lock::Lock& lock, std::string_view 
             refusal = *skip;
             refusal->skip = true;
             refusal->waited = std::chrono::floor<Millis>(Clock::now() - started);
-            refusal->fields.insert(refusal->fields.end(),
-                                   {"outcome", wait->count() == 0 ? "skipped-held" : "gave-up"});
+            refusal->add("outcome", wait->count() == 0 ? "skipped-held" : "gave-up");
         }
         auto attempt = lock.acquire(signals.fd(), leader_next, refusal ? &*refusal : nullptr);
         if (refusal)

@@ -20,6 +20,7 @@
 #include "util/log.hpp"
 #include "util/random.hpp"
 #include "util/redact.hpp"
+#include "util/timestamp.hpp"
 
 namespace redlock::job {
 
@@ -112,8 +113,19 @@ std::optional<RunResult> run_nested(const RunSpec& options, const config::Config
     for (const auto& s : held->servers)
         if (!holder && s.token == token && s.holder)
             holder = &*s.holder;
-    if (!holder || holder->process.empty() ||
-        !process::is_ancestor(static_cast<pid_t>(holder->pid), holder->process)) {
+    auto running_at = [](const lock::Holder& h) {
+        long long boottime = -1;
+        const auto& text = h.process;
+        if (std::from_chars(text.data(), text.data() + text.size(), boottime).ptr !=
+            text.data() + text.size())
+            return false;
+        auto wall = util::parse_utc_timestamp(h.acquired_at);
+        char host[256] = {};
+        return wall && ::gethostname(host, sizeof host - 1) == 0 && h.host == host &&
+               process::is_ancestor_running_at(static_cast<pid_t>(h.pid), boottime,
+                                               wall->time_since_epoch().count());
+    };
+    if (!holder || holder->process.empty() || !running_at(*holder)) {
         observer.notice(util::format(
             "'{}': REDLOCK_TOKEN holds it, but this process does not descend from its holder "
             "({}); taking it as an ordinary run",
@@ -154,25 +166,22 @@ std::optional<RunResult> run_nested(const RunSpec& options, const config::Config
 }
 
 // What a run records in its name's history (lock/history.hpp): who it is, and how it
-// ended. Nothing when the config turns history off (history = 0).
+// ended. Nothing when the config turns history off (history = 0). The run's id is the
+// first half of its first token: unique, and no secret once the run has ended.
 class Recorder {
   public:
-    Recorder(const config::Config& config, const lock::Holder& holder)
-        : m_on(config.history > 0), m_started(Clock::now()) {
-        if (!m_on)
-            return;
-        m_base.keep = config.history;
-        m_base.max_age = config.history_max_age;
-        m_base.fields = {"run",     util::random_token().substr(0, 16),
-                         "host",    holder.host,
-                         "pid",     std::to_string(holder.pid),
-                         "user",    holder.user,
-                         "command", holder.command};
-    }
+    Recorder(const config::Config& config, const lock::Holder& holder, const std::string& token)
+        : m_on(config.history > 0), m_config(config), m_holder(holder), m_run(token.substr(0, 16)),
+          m_started(Clock::now()) {}
 
-    // For the last attempt of a run that will not wait on: job::acquire fills it in.
-    [[nodiscard]] const lock::HistoryRecord* skip() const { return m_on ? &m_base : nullptr; }
-    [[nodiscard]] Clock::time_point started() const { return m_started; }
+    // For the last attempt of a run that will not wait on (job::acquire fills in the
+    // outcome and the time waited); null for a run that waits as long as it takes.
+    [[nodiscard]] const lock::HistoryRecord* skip(bool can_give_up) {
+        if (!m_on || !can_give_up)
+            return nullptr;
+        m_skip = base();
+        return &*m_skip;
+    }
     void acquired(Clock::time_point at) { m_acquired = at; }
 
     // The entry of a run that got the lock (or, before that, was stopped), as it ends.
@@ -181,28 +190,45 @@ class Recorder {
           const std::optional<lock::Holder>& by = std::nullopt) const {
         if (!m_on)
             return std::nullopt;
-        auto record = m_base;
+        auto record = base();
         const auto now = Clock::now();
         const auto acquired = m_acquired.value_or(now);
         record.waited = std::chrono::floor<Millis>(acquired - m_started);
         record.held = std::chrono::floor<Millis>(now - acquired);
-        record.fields.insert(record.fields.end(), {"outcome", outcome_name(outcome)});
+        record.add("outcome", outcome_name(outcome));
         if (status)
-            record.fields.insert(record.fields.end(), {"status", std::to_string(*status)});
+            record.add("status", std::to_string(*status));
         if (fence > 0)
-            record.fields.insert(record.fields.end(), {"fence", std::to_string(fence)});
-        if (by)
-            record.fields.insert(
-                record.fields.end(),
-                {"by_host", by->host, "by_pid", std::to_string(by->pid), "by_user", by->user});
+            record.add("fence", std::to_string(fence));
+        if (by) {
+            record.add("by_host", by->host);
+            record.add("by_pid", std::to_string(by->pid));
+            record.add("by_user", by->user);
+        }
         return record;
     }
 
   private:
+    [[nodiscard]] lock::HistoryRecord base() const {
+        lock::HistoryRecord record;
+        record.keep = m_config.history;
+        record.max_age = m_config.history_max_age;
+        record.fields.reserve(160 + m_holder.command.size());
+        record.add("run", m_run);
+        record.add("host", m_holder.host);
+        record.add("pid", std::to_string(m_holder.pid));
+        record.add("user", m_holder.user);
+        record.add("command", m_holder.command);
+        return record;
+    }
+
     bool m_on;
+    const config::Config& m_config;
+    const lock::Holder& m_holder;
+    std::string m_run;
     Clock::time_point m_started;
     std::optional<Clock::time_point> m_acquired;
-    lock::HistoryRecord m_base;
+    std::optional<lock::HistoryRecord> m_skip;
 };
 
 // The release, with the run's history entry in the same write; -v says where the entry
@@ -279,8 +305,9 @@ RunResult run(const RunSpec& options, const config::Config& config, Observer& ob
         make_lock(config, options.name, token, options.ttl, lock::holder_fields(holder, token));
     if (options.limit > 1)
         lock.set_limit(options.limit);
-    Recorder recorder(config, holder);
-    auto acquired = acquire(lock, options.name, options.wait, *signals, observer, recorder.skip());
+    Recorder recorder(config, holder, token);
+    auto acquired = acquire(lock, options.name, options.wait, *signals, observer,
+                            recorder.skip(options.wait.wait.has_value()));
     if (!acquired)
         return failed(acquired.error());
     switch (acquired->outcome) {

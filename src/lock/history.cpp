@@ -69,15 +69,25 @@ parse_history_entry(const std::vector<std::pair<std::string, std::string>>& fiel
 
 std::string history_command(const Keys& keys, const std::string& token,
                             const HistoryRecord& record) {
-    std::vector<std::string> args{record.skip ? "skip" : "run",
-                                  token,
-                                  std::to_string(record.keep),
-                                  std::to_string(record.max_age.count()),
-                                  std::to_string(std::max<long long>(record.waited.count(), 0)),
-                                  std::to_string(std::max<long long>(record.held.count(), 0))};
-    args.insert(args.end(), record.fields.begin(), record.fields.end());
-    const std::array<std::string, 3> key_list{keys.history, keys.lock, keys.meta};
-    return script_call(k_history_script, false, key_list, args);
+    // Built as one argv of views: this goes with every release.
+    const std::string keep = std::to_string(record.keep);
+    const std::string age = std::to_string(record.max_age.count());
+    const std::string waited = std::to_string(std::max<long long>(record.waited.count(), 0));
+    const std::string held = std::to_string(std::max<long long>(record.held.count(), 0));
+    std::vector<std::string_view> argv{"EVAL",
+                                       k_history_script.source,
+                                       "3",
+                                       keys.history,
+                                       keys.lock,
+                                       keys.meta,
+                                       record.skip ? "skip" : "run",
+                                       token,
+                                       keep,
+                                       age,
+                                       waited,
+                                       held,
+                                       record.fields};
+    return redis::encode_command(argv);
 }
 
 HistoryRead read_history(std::span<redis::Connection> conns, const Keys& keys, size_t count) {

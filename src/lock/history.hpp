@@ -31,8 +31,13 @@ struct HistoryRecord {
     std::chrono::milliseconds waited{};
     std::chrono::milliseconds held{};
     // Field/value pairs: run, host, pid, user, command, outcome, and as they apply status,
-    // fence, by_host, by_pid, by_user.
-    std::vector<std::string> fields;
+    // fence, by_host, by_pid, by_user; each one ended by a NUL, as the history script takes
+    // them (one argument for all: this goes with every release).
+    std::string fields;
+    void add(std::string_view field, std::string_view value) {
+        fields.append(field).push_back('\0');
+        fields.append(value).push_back('\0');
+    }
 };
 
 // One run as read back.

@@ -7,7 +7,7 @@
 #include <pwd.h>
 #include <unistd.h>
 
-#include "process/identity.hpp"
+#include "util/clock.hpp"
 #include "util/file.hpp"
 #include "util/format.hpp"
 #include "util/redact.hpp"
@@ -107,7 +107,11 @@ Holder current_holder(std::span<const std::string> command, long pid,
     if (::gethostname(host, sizeof host - 1) == 0)
         h.host = host;
     h.pid = pid;
-    h.process = process::identity(static_cast<pid_t>(pid)).value_or("");
+    // When the holder process was surely running, on this boot's clock: a nested run's
+    // proof that its ancestor with this pid is the holder (process/identity.hpp).
+    h.process = std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                   util::BootClock::now().time_since_epoch())
+                                   .count());
     h.user = user_name();
     h.command = util::redact_secrets(shell_quote(command), secrets);
     if (h.command.size() > k_max_command_length)

@@ -19,8 +19,9 @@ struct Holder {
     std::string command;     // PROGRAM's command line, shell-quoted, or "(acquire)"
     std::string acquired_at; // ISO 8601, UTC
     long long ttl_ms = 0;    // the lease asked for
-    // Which process `pid` is (process/identity.hpp): what a nested run checks against its
-    // own ancestry. Empty when unknown (metadata of another client or an older redlock).
+    // When process `pid` was running, on its host's CLOCK_BOOTTIME (ms), as written with
+    // acquired_at: what a nested run checks against its own ancestry
+    // (process/identity.hpp). Empty when unknown (another client, an older redlock).
     std::string process;
 };
 

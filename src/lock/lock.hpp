@@ -88,8 +88,7 @@ class Lock {
     [[nodiscard]] const std::string& key() const { return m_keys.lock; }
     // The name's own lock key (key() is a permit's with a limit).
     [[nodiscard]] const std::string& name_key() const { return m_name.lock; }
-    // The keys of the lock (of the permit held, with a limit) and of the name.
-    [[nodiscard]] const Keys& keys() const { return m_keys; }
+    // The keys of the name.
     [[nodiscard]] const Keys& name_keys() const { return m_name; }
     [[nodiscard]] const std::string& token() const { return m_token; }
     // A field of the holder's metadata as the last attempt wrote it ("" if none).
@@ -231,7 +230,10 @@ class Lock {
     RenewStatus judge_renewal(Clock::time_point sent, Clock::time_point now) const;
 
     std::vector<redis::Connection> m_conns;
-    Keys m_keys;        // the lock's, or with a limit the permit's (lock, meta, fence)
+    // The keys the lock scripts take: the name's, or with a limit the permit's.
+    struct LockKeys {
+        std::string lock, meta, fence;
+    } m_keys;
     Keys m_name;        // the name's
     size_t m_limit = 0; // --limit N; 0 for a plain lock
     size_t m_permit = 0;

@@ -22,7 +22,8 @@ void Lock::set_limit(size_t permits) {
 
 void Lock::use_permit(size_t permit) {
     m_permit = permit;
-    m_keys = m_name.permit(permit);
+    auto keys = m_name.permit(permit);
+    m_keys = {std::move(keys.lock), std::move(keys.meta), std::move(keys.fence)};
     build_renewal();
 }
 

@@ -1,7 +1,8 @@
 #pragma once
-// Which process, beyond its pid: the kernel's boot id and the process's start time, so a
-// pid reused after a reboot or after the process ended is never taken for it. A nested
-// run uses it to prove that it descends from the run whose lock it would run under.
+// Which process, beyond its pid: its start time on this boot, so that a pid reused after a
+// reboot or after the process ended is never taken for it. A nested run uses it to prove
+// that it descends from the run whose lock it would run under; the metrics file, to tell
+// a running run from a dead one.
 
 #include <optional>
 #include <string>
@@ -17,6 +18,13 @@ namespace redlock::process {
 // Whether process `pid` with identity `id` is an ancestor of this process (its parent,
 // or its parent's parent, and so on).
 [[nodiscard]] bool is_ancestor(pid_t pid, std::string_view id);
+
+// Whether process `pid` is an ancestor of this process and the same process that, on this
+// host, said it was running at `boottime_ms` (CLOCK_BOOTTIME, ms) and at `wall_ms` (Unix
+// ms): it started by then, so a later process that took its pid is told apart, and
+// `wall_ms` falls in this boot. What a lock's holder records costs it one clock read; the
+// check is made only by a nested run.
+[[nodiscard]] bool is_ancestor_running_at(pid_t pid, long long boottime_ms, long long wall_ms);
 
 // The start time and parent in a /proc/PID/stat line ("pid (comm) S ppid ... starttime
 // ..."); false when the line does not have them.

@@ -1,8 +1,10 @@
+#include <chrono>
 #include <unistd.h>
 
 #include <doctest/doctest.h>
 
 #include "process/identity.hpp"
+#include "util/clock.hpp"
 
 using redlock::process::identity;
 using redlock::process::is_ancestor;
@@ -42,4 +44,20 @@ TEST_CASE("is_ancestor accepts the parent with its identity, never with another 
     CHECK_FALSE(is_ancestor(::getppid(), *parent + "0"));
     CHECK_FALSE(is_ancestor(::getpid(), *identity(::getpid()))); // not its own ancestor
     CHECK_FALSE(is_ancestor(1, "x"));
+}
+
+TEST_CASE("an ancestor running now is the holder; one started after the recorded time is not") {
+    using redlock::process::is_ancestor_running_at;
+    const auto boot_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             redlock::util::BootClock::now().time_since_epoch())
+                             .count();
+    const auto wall_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count();
+    CHECK(is_ancestor_running_at(::getppid(), boot_ms, wall_ms));
+    // Recorded before the parent started: a later process that took its pid.
+    CHECK_FALSE(is_ancestor_running_at(::getppid(), 0, wall_ms));
+    // Recorded before this boot.
+    CHECK_FALSE(is_ancestor_running_at(::getppid(), boot_ms, 1000));
+    CHECK_FALSE(is_ancestor_running_at(::getpid(), boot_ms, wall_ms)); // not its own ancestor
 }
