@@ -8,7 +8,7 @@ namespace {
 
 using namespace std::string_view_literals;
 
-constexpr std::array k_commands = {"run"sv,     "status"sv, "list"sv,    "history"sv,
+constexpr std::array k_commands = {"run"sv,     "status"sv, "list"sv,    "history"sv, "watch"sv,
                                    "acquire"sv, "extend"sv, "release"sv, "doctor"sv};
 
 // Every help but redlock's own ends with this.
@@ -91,8 +91,8 @@ Options:
                       atomically, for node_exporter's textfile collector
       --events FILE   append one JSON object per line per event of the run to
                       FILE (fd:N: to the inherited descriptor N)
-      --on-lost CMD   run CMD with /bin/sh -c once if the lease is lost, the lock
-                      is force-released or --max-hold stops PROGRAM
+      --on-lost CMD   run CMD with /bin/sh -c once if the lease is lost, the
+                      lock is force-released or --max-hold stops PROGRAM
                       (REDLOCK_EVENT, REDLOCK_KEY, REDLOCK_FENCE, REDLOCK_HELD_MS)
       --notify-passthrough
                       with $NOTIFY_SOCKET (systemd Type=notify): PROGRAM gets the

@@ -255,8 +255,8 @@ class ErrorsTest(E2ETest):
                                    "(one URL per -s: -s URL1 -s URL2)\n")
         r = self.run_redlock(["bogus"])
         self.assertStatus(r, 64)
-        self.assertIn("unknown command 'bogus' (commands: run, status, list, acquire, extend, "
-                      "release, doctor", r.stderr)
+        self.assertIn("unknown command 'bogus' (commands: run, status, list, history, watch, "
+                      "acquire, extend, release, doctor", r.stderr)
         r = self.run_redlock(["list", "first", "second"])
         self.assertStatus(r, 64)
         self.assertIn("unexpected argument 'first' (see 'redlock list --help')", r.stderr)

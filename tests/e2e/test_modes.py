@@ -370,7 +370,8 @@ class OncePerTest(ServersTest):
         self.assertEqual(last["command"], "sh -c 'exit 3'")
         self.assertLessEqual(last["started_at"], last["ended_at"])
         text = self.run_redlock([*self.global_args, "status", "op"])
-        self.assertIn("  last run  the 1d slot from ", text.stdout)
+        self.assertIn("  slot      the 1d slot from ", text.stdout)
+        self.assertIn("  last run  ran, exit ", text.stdout)
         self.assertIn("exit status 3", text.stdout)
         # A lock never run with --once-per has none.
         self.assertIsNone(self.status_json("other")["last_run"])
