@@ -2,7 +2,7 @@
 # Installed as share/bash-completion/completions/redlock (loaded on demand by
 # bash-completion); it also works when sourced on its own.
 
-_redlock_commands='run status list acquire extend release doctor'
+_redlock_commands='run status list history watch acquire extend release doctor'
 _redlock_global_opts='-c --config -s --server -v --verbose -q --quiet -h --help --version'
 
 # Options of each command (global options are accepted after the command too).
@@ -13,6 +13,8 @@ _redlock_command_opts() {
                    --metrics --events --on-lost --notify-passthrough' ;;
         status) echo '-k --key --json' ;;
         list) echo '-p --pattern --json' ;;
+        history) echo '-k --key -n --count --since --json' ;;
+        watch) echo '-p --pattern --json' ;;
         acquire) echo '-k --key -t --ttl -w --wait --timeout -n --no-wait --nonblock --fair
                        -E --conflict-exit-code --json --shell' ;;
         extend) echo '-k --key --token -t --ttl' ;;
@@ -68,8 +70,13 @@ _redlock() {
                 ;;
             -k | --key | -t | --ttl | -w | --wait | --timeout | -E | --conflict-exit-code | \
                 --max-hold | --min-validity | --min-hold | --once-per | --limit | --token | -p | --pattern | \
-                --metrics | --events | --on-lost)
+                --metrics | --events | --on-lost | --count | --since)
                 [[ -n $command ]] && ((i++))
+                continue
+                ;;
+            -n)
+                # history's count takes a value; run's and acquire's -n does not.
+                [[ $command == history ]] && ((i++))
                 continue
                 ;;
             --)
@@ -120,9 +127,19 @@ _redlock() {
             COMPREPLY=($(compgen -W 'redis:// unix:///' -- "$cur"))
             return
             ;;
+        -n | --count)
+            # history -n N: a number, nothing to offer (for run and acquire -n is a flag).
+            if [[ $command == history || $prev == --count ]]; then
+                return
+            fi
+            ;;
+        --since)
+            COMPREPLY=($(compgen -W '10m 1h 6h 1d 7d 30d' -- "$cur"))
+            return
+            ;;
         -k | --key)
             case $command in
-                status | release | extend)
+                status | release | extend | history)
                     COMPREPLY=($(compgen -W "$(_redlock_locks "${words[0]}" "${server_opts[@]}")" \
                         -- "$cur"))
                     ;;
@@ -158,7 +175,7 @@ _redlock() {
     fi
 
     case $command in
-        status | release | extend)
+        status | release | extend | history)
             COMPREPLY=($(compgen -W "$(_redlock_locks "${words[0]}" "${server_opts[@]}")" \
                 -- "$cur"))
             ;;

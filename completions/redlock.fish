@@ -1,7 +1,7 @@
 # fish completion for redlock(1). Installed as
 # share/fish/vendor_completions.d/redlock.fish.
 
-set -l __redlock_commands run status list acquire extend release doctor
+set -l __redlock_commands run status list history watch acquire extend release doctor
 
 # The command given so far (the first word after the global options and their values).
 function __redlock_command
@@ -91,6 +91,8 @@ complete -c redlock -n __redlock_no_command -l version -d 'Print the version and
 complete -c redlock -n __redlock_no_command -a run -d 'Run PROGRAM while holding the lock'
 complete -c redlock -n __redlock_no_command -a status -d 'Show whether locks are free or held'
 complete -c redlock -n __redlock_no_command -a list -d 'List held locks'
+complete -c redlock -n __redlock_no_command -a history -d 'Show the runs of a lock and how they ended'
+complete -c redlock -n __redlock_no_command -a watch -d 'Follow the locks live'
 complete -c redlock -n __redlock_no_command -a acquire -d 'Acquire a lock and print its token'
 complete -c redlock -n __redlock_no_command -a extend -d 'Give a held lock a fresh TTL'
 complete -c redlock -n __redlock_no_command -a release -d 'Release a lock'
@@ -124,19 +126,24 @@ complete -c redlock -n '__redlock_using run; and __redlock_in_program' -a '(__fi
 complete -c redlock -n '__redlock_using acquire' -l json -d 'Print one JSON document'
 complete -c redlock -n '__redlock_using acquire' -l shell -d 'Print REDLOCK_KEY, REDLOCK_TOKEN and REDLOCK_FENCE for eval'
 
-# status, extend, release: lock names from `redlock list`.
-for cmd in status extend release
+# status, history, extend, release: lock names from `redlock list`.
+for cmd in status history extend release
     complete -c redlock -n "__redlock_using $cmd" -s k -l key -x -a '(__redlock_locks)' -d "The lock's name"
     complete -c redlock -n "__redlock_using $cmd" -a '(__redlock_locks)'
 end
 complete -c redlock -n '__redlock_using status' -l json -d 'Print one JSON document'
+complete -c redlock -n '__redlock_using history' -s n -l count -x -d 'The newest N runs (default 20)'
+complete -c redlock -n '__redlock_using history' -l since -x -a '10m 1h 6h 1d 7d 30d' -d 'Only runs that started at most this long ago'
+complete -c redlock -n '__redlock_using history' -l json -d 'Print one JSON document'
 complete -c redlock -n '__redlock_using extend' -l token -x -d 'The token that holds the lock'
 complete -c redlock -n '__redlock_using extend' -s t -l ttl -x -a $durations -d 'New lease length'
 complete -c redlock -n '__redlock_using release' -l token -x -d 'Release only with this token'
 complete -c redlock -n '__redlock_using release' -s f -l force -d 'Remove the lock whoever holds it'
 complete -c redlock -n '__redlock_using release' -s y -l yes -d 'Do not ask for confirmation'
 
-# list, doctor
+# list, watch, doctor
 complete -c redlock -n '__redlock_using list' -s p -l pattern -x -d 'Only locks matching this glob'
 complete -c redlock -n '__redlock_using list' -l json -d 'Print one JSON document'
+complete -c redlock -n '__redlock_using watch' -s p -l pattern -x -d 'Only locks matching this glob'
+complete -c redlock -n '__redlock_using watch' -l json -d 'One JSON object per line per change'
 complete -c redlock -n '__redlock_using doctor' -l json -d 'Print one JSON document'
