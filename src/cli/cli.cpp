@@ -649,8 +649,8 @@ int run_main(int argc, char** argv) {
         return print_stdout(version_text()) ? 0 : util::exit_code::internal;
     }
     if (line.command.empty()) {
-        log::error("a command is required: run, status, list, acquire, extend, release or "
-                   "doctor (try 'redlock --help')");
+        log::error("a command is required: run, status, list, history, watch, acquire, "
+                   "extend, release or doctor (try 'redlock --help')");
         return util::exit_code::usage;
     }
     mask_passwords(argc, argv, line.program_start);

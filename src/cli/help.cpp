@@ -93,10 +93,11 @@ Options:
                       FILE (fd:N: to the inherited descriptor N)
       --on-lost CMD   run CMD with /bin/sh -c once if the lease is lost, the
                       lock is force-released or --max-hold stops PROGRAM
-                      (REDLOCK_EVENT, REDLOCK_KEY, REDLOCK_FENCE, REDLOCK_HELD_MS)
+                      (REDLOCK_EVENT, REDLOCK_KEY, REDLOCK_FENCE,
+                      REDLOCK_HELD_MS)
       --notify-passthrough
-                      with $NOTIFY_SOCKET (systemd Type=notify): PROGRAM gets the
-                      socket and says READY=1 itself
+                      with $NOTIFY_SOCKET (systemd Type=notify): PROGRAM gets
+                      the socket and says READY=1 itself
   -h, --help          show this help
 )" GLOBAL_OPTIONS R"(
 Exit status: PROGRAM's own (128+N when killed by signal N); 75 (or -E) lock not
@@ -136,11 +137,11 @@ Exit status: 0 shown (also when none is recorded);
 )" COMMON_STATUS;
 
 constexpr std::string_view k_watch = R"(Usage: redlock watch [-p GLOB] [--json]
-Follow the locks matching GLOB live: who holds each, for how long, its lease, its
-fence, how many wait, and what just happened to them. Updated when the servers
-announce a change (a release, an acquisition, a run recorded), not by polling.
-On a terminal, redrawn in place; otherwise one JSON line per change. Ends on
-Ctrl-C (INT) or TERM.
+Follow the locks matching GLOB live: who holds each, for how long, its lease,
+its fence, how many wait, and what just happened to them. Updated when the
+servers announce a change (a release, an acquisition, a run recorded), not by
+polling. On a terminal, redrawn in place; otherwise one JSON line per change.
+Ends on Ctrl-C (INT) or TERM.
 
 Options:
   -p, --pattern GLOB  only names matching GLOB (default *)
@@ -195,8 +196,9 @@ Release a lock taken with acquire, or remove a lock whoever holds it.
 Options:
   -k, --key NAME      the lock's name, the same as NAME
       --token TOKEN   release only if the lock holds this token
-  -f, --force         remove the lock whoever holds it (its holder is not
-                      stopped); asks first on a terminal
+  -f, --force         remove the lock whoever holds it; a running holder
+                      stops its command and exits 79; asks first on a
+                      terminal
   -y, --yes           do not ask with --force
   -h, --help          show this help
 )" GLOBAL_OPTIONS R"(

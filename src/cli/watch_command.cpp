@@ -62,7 +62,7 @@ class Watch {
   public:
     Watch(const WatchOptions& options, const config::Config& config)
         : m_options(options), m_config(config), m_conns(redis::connect_all(config.servers)),
-          m_terminal(!options.json && ::isatty(STDOUT_FILENO) == 1) {}
+          m_terminal(!options.json && ::isatty(STDOUT_FILENO) == 1), m_json(!m_terminal) {}
 
     int run() {
         auto signals = process::SignalEvents::open();
@@ -81,7 +81,7 @@ class Watch {
         if (m_terminal)
             write("\x1b[?1049h\x1b[?25l"); // the alternate screen, no cursor
         for (const auto& name : found.names)
-            refresh(name, "watching");
+            refresh(name, {});
         draw();
         std::vector<pollfd> fds;
         for (;;) {
@@ -101,12 +101,18 @@ class Watch {
                         return finish();
             bool changed = false;
             if (rc > 0 && notices.on_events(std::span<const pollfd>(fds).subspan(1))) {
-                std::map<std::string, std::string> heard; // name -> what was said
+                // Each lock read once for what came together, every event of it told, in
+                // order: a hand-over says "released", "run recorded", then "acquired".
+                std::map<std::string, std::vector<std::string>> heard;
                 for (auto& [channel, payload] : notices.take_messages())
-                    if (auto name = name_of(channel))
-                        heard[*name] = payload;
-                for (const auto& [name, payload] : heard)
-                    changed |= refresh(name, event_of(payload));
+                    if (auto name = name_of(channel); name && payload != "redlock-doctor") {
+                        auto& events = heard[*name];
+                        auto event = event_of(payload);
+                        if (events.empty() || events.back() != event)
+                            events.push_back(std::move(event));
+                    }
+                for (const auto& [name, events] : heard)
+                    changed |= refresh(name, events);
             }
             if (notices.lost() || notices.incomplete()) {
                 notices.subscribe();
@@ -116,10 +122,15 @@ class Watch {
             now = Clock::now();
             if (notices.live() == 0)
                 changed |= rescan();
-            for (auto& [name, w] : m_locks) // a lease run out without a word: a holder died
+            // A lease that could have run out: renewed (renewals say nothing), or a holder
+            // that died without a word. (Names first: a refresh may drop one from the map.)
+            std::vector<std::string> due;
+            for (const auto& [name, w] : m_locks)
                 if (w.view.state == lock::LockState::held && w.view.ttl_ms >= 0 &&
                     now >= w.read_at + Millis(w.view.ttl_ms) + 50ms)
-                    changed |= refresh(std::string(name), "expired");
+                    due.push_back(name);
+            for (const auto& name : due)
+                changed |= refresh(name, {}, true);
             if (changed || m_terminal)
                 draw();
         }
@@ -148,8 +159,12 @@ class Watch {
         return "released";
     }
 
-    // Reads one lock again; true when what is shown changed.
-    bool refresh(const std::string& name, const std::string& event) {
+    // Reads one lock again after `events` were heard (none: the first look, or a look
+    // without notices); true when what is shown changed. After `lease_ran_out` (no notice,
+    // the lease's time is up) it tells what it finds: "expired", "acquired" by another, or
+    // nothing when the holder renewed.
+    bool refresh(const std::string& name, std::vector<std::string> events,
+                 bool lease_ran_out = false) {
         Watched w;
         w.view = lock::inspect(m_conns, m_config.key_prefix, name, true);
         w.read_at = Clock::now();
@@ -172,27 +187,35 @@ class Watch {
         auto it = m_locks.find(name);
         const bool was_held = it != m_locks.end() && it->second.view.state != lock::LockState::free;
         const bool is_held = w.view.state != lock::LockState::free;
-        if (!is_held && !was_held && event == "watching")
+        if (lease_ran_out) {
+            if (!is_held)
+                events.push_back("expired");
+            else if (was_held && it->second.view.token != w.view.token)
+                events.push_back("acquired");
+        }
+        if (!is_held && !was_held && events.empty())
             return false;
         const bool same = it != m_locks.end() && it->second.view.state == w.view.state &&
                           it->second.view.token == w.view.token &&
                           it->second.waiters == w.waiters && it->second.queue == w.queue &&
                           it->second.view.held_permits().size() == w.view.held_permits().size();
-        if (event != "watching") {
+        for (const auto& event : events) {
             m_events.push_front(util::format("{}  {}: {}{}", now_iso().substr(11, 12), name, event,
                                              is_held && w.view.holder
                                                  ? " (held by " + holder_text(w.view.holder) + ")"
                                                  : std::string()));
             if (m_events.size() > 8)
                 m_events.pop_back();
+            if (m_json)
+                json_line(name, w, event);
         }
-        if (m_options.json && (!same || event != "watching"))
-            json_line(name, w, event);
+        if (m_json && events.empty() && !same)
+            json_line(name, w, "watching");
         if (is_held)
             m_locks[name] = std::move(w);
         else
             m_locks.erase(name);
-        return !same || event != "watching";
+        return !same || !events.empty();
     }
 
     // Without notices (none could be subscribed, or they were lost): every lock read again.
@@ -204,7 +227,7 @@ class Watch {
             if (std::ranges::find(names, name) == names.end())
                 names.push_back(name);
         for (const auto& name : names)
-            changed |= refresh(name, "watching");
+            changed |= refresh(name, {});
         return changed;
     }
 
@@ -306,6 +329,7 @@ class Watch {
     const config::Config& m_config;
     std::vector<redis::Connection> m_conns;
     bool m_terminal;
+    bool m_json; // a JSON line per change: asked for, or stdout is no terminal
     std::map<std::string, Watched> m_locks;
     std::deque<std::string> m_events;
 };

@@ -138,7 +138,8 @@ std::vector<AclFeature> acl_features(const config::ServerConfig& server) {
     features[limit] = {Level::note, "--limit fails"};
     features[list] = {Level::note, "list fails"};
     features[history] = {Level::note, "runs are not recorded, and history shows none"};
-    features[watch] = {Level::note, "watch cannot follow the locks"};
+    features[watch] = {Level::note, "watch cannot follow the locks, and a running holder hears "
+                                    "a release --force only at its next renewal"};
     features[doctor_reads] = {Level::note, "doctor cannot read the server's settings"};
     features[select] = {Level::risk, util::format("db {} cannot be selected", server.url.db)};
     features[replicas] = {
@@ -242,6 +243,7 @@ std::vector<AclProbe> acl_dryrun_probes(const ProbeKeys& k, const config::Server
     add(history, {"HMGET", k.meta, "token"});
     add(history, {"XREVRANGE", k.history, "+", "-", "COUNT", "1"});
     add(watch, {"PSUBSCRIBE", "{" + k.prefix + "*}:released", "{" + k.prefix + "*}:events"});
+    add(watch, {"SUBSCRIBE", k.events}); // a running holder (job/supervise.cpp)
     add(watch, {"ZCARD", k.queue});
 
     add(doctor_reads, {"PING"});
@@ -289,6 +291,9 @@ std::vector<AclProbe> acl_probe_round1(const ProbeKeys& k, const config::ServerC
                    {k.history, k.lock, k.meta}});
     out.push_back({history, {"XREVRANGE", k.history, "+", "-", "COUNT", "1"}, {}, {k.history}});
     out.push_back({watch, {"ZCARD", k.queue}, {}, {k.queue}});
+    // The events channel (PSUBSCRIBE itself can only be tried by subscribing); `watch`
+    // ignores this message.
+    out.push_back({watch, {"PUBLISH", k.events, "redlock-doctor"}, {}, {}});
     out.push_back({doctor_reads, {"PING"}, {}, {}});
     out.push_back({doctor_reads, {"INFO", "server"}, {}, {}});
     out.push_back({doctor_reads, {"CONFIG", "GET", "maxmemory-policy"}, {}, {}});
@@ -439,7 +444,13 @@ Check acl_verdict(std::string_view user, std::string_view how, std::span<const A
             break;
         }
         case Kind::channel: {
-            const std::string p = "{" + keys.prefix + "*}:released";
+            // The channel refused, or the one the probe used: the events channel, or the
+            // release channel.
+            bool events = f.refusal.name.ends_with("}:events");
+            if (f.refusal.name.empty())
+                for (const auto& arg : f.probe->argv)
+                    events |= arg.ends_with("}:events");
+            const std::string p = "{" + keys.prefix + "*}:" + (events ? "events" : "released");
             add_missing(missing, Kind::channel, "'" + p + "'", {"&" + p}, feature);
             break;
         }

@@ -104,10 +104,11 @@ class Supervisor {
     }
 
   private:
-    // The holder listens to its own lock's release channel (on two of the servers, as a
-    // waiter does): a `release --force` (or any release not ours) is heard within a round
-    // trip instead of at the next renewal, up to a third of the ttl later. Not before
-    // PROGRAM has run k_listen_after: a short job is done before it could matter, and pays
+    // The holder listens to its own lock's events channel (on two of the servers): a
+    // `release --force` says "forced" there, and is heard within a round trip instead of
+    // at the next renewal, up to a third of the ttl later. Not the release channel, which
+    // is the waiters' (`watch` counts its subscribers as waiting runs). Not before PROGRAM
+    // has run k_listen_after: a short job is done before it could matter, and pays
     // nothing for it.
     static constexpr Millis k_listen_after{100};
 
@@ -118,12 +119,12 @@ class Supervisor {
         while (servers.size() > 2)
             servers.erase(servers.begin() +
                           static_cast<std::ptrdiff_t>(util::random_index(servers.size())));
-        m_listen.emplace(servers, m_lock.release_channel());
+        m_listen.emplace(servers, m_lock.events_channel());
         m_listen->start_subscribe();
     }
 
-    // A notice on our lock's channel while we hold it: someone released it (by force, or
-    // with our token). A renewal now says whether it is still ours.
+    // A "forced" notice on our lock's events channel while we hold it: someone released it
+    // by force. A renewal now says whether it is still ours.
     void on_notice(Clock::time_point now) {
         if (m_lost || m_program_status)
             return;

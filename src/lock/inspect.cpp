@@ -461,6 +461,11 @@ size_t force_release(std::span<redis::Connection> conns, const LockView& view,
     // A semaphore: every permit shown held is released as its holder would (which also
     // takes it out of the name's set); the set itself, with the limit, then goes below.
     const auto keys = Keys::of_lock_key(view.key);
+    // Its running holder hears "forced", and who did it, on the events channel (it listens
+    // there, job/supervise.cpp; `watch` too), in the same write as the release.
+    const std::string forced = util::format("forced - {} {} {}", by.host, by.pid, by.user);
+    const std::array<std::string_view, 3> publish{"PUBLISH", keys.events, forced};
+    const std::string notice = redis::encode_command(publish);
     std::vector<bool> released(conns.size(), false); // a permit, on each server
     for (size_t p = 0; p < view.permits.size(); ++p) {
         const auto& permit = view.permits[p];
@@ -468,10 +473,12 @@ size_t force_release(std::span<redis::Connection> conns, const LockView& view,
         auto now = redis::Clock::now();
         for (size_t i = 0; i < conns.size() && i < permit.servers.size(); ++i)
             if (const auto& token = permit.servers[i].token)
-                conns[i].start(script_call(k_release_permit_script, false,
-                                           {pk.lock, pk.meta, pk.fence, keys.lock, keys.limit},
-                                           {*token, keys.released}),
-                               {}, now);
+                conns[i].start_pipelined(
+                    script_call(k_release_permit_script, false,
+                                {pk.lock, pk.meta, pk.fence, keys.lock, keys.limit},
+                                {*token, keys.released}) +
+                        notice,
+                    1, now);
         (void)redis::wait(conns, [] { return false; });
         for (size_t i = 0; i < conns.size() && i < permit.servers.size(); ++i) {
             const auto& outcome = conns[i].outcome();
@@ -481,8 +488,16 @@ size_t force_release(std::span<redis::Connection> conns, const LockView& view,
         }
     }
     if (view.limit > 0) {
+        // The set goes, and the history records the force once (its entry names no holder:
+        // a semaphore has several).
         const std::array<std::string_view, 2> del{"DEL", keys.limit};
-        redis::request_all(conns, redis::encode_command(del));
+        std::string request = redis::encode_command(del);
+        if (by.record)
+            request += history_command(keys, "", *by.record);
+        auto now = redis::Clock::now();
+        for (auto& c : conns)
+            c.start_pipelined(request, by.record ? 1 : 0, now);
+        (void)redis::wait(conns, [] { return false; });
     }
     auto now = redis::Clock::now(); // the fence counter is never deleted
     for (size_t i = 0; i < conns.size() && i < view.servers.size(); ++i) {
@@ -495,14 +510,12 @@ size_t force_release(std::span<redis::Connection> conns, const LockView& view,
         }
         if (!token)
             continue;
-        // The release channel wakes the waiters; then the holder hears who forced it, in
-        // the same write, and the history records it (a pipelined EVAL: no NOSCRIPT).
-        const std::string forced = util::format("forced - {} {} {}", by.host, by.pid, by.user);
-        const std::array<std::string_view, 3> publish{"PUBLISH", keys.released, forced};
+        // The release wakes the waiters; its holder hears who forced it, in the same
+        // write, and the history records it (a pipelined EVAL: no NOSCRIPT).
         std::string request =
             script_call(k_release_script, false, {keys.lock, keys.meta, keys.fence},
                         {*token, keys.released}) +
-            redis::encode_command(publish);
+            notice;
         if (by.record)
             request += history_command(keys, *token, *by.record);
         conns[i].start_pipelined(std::move(request), by.record ? 2 : 1, now);

@@ -84,6 +84,8 @@ class Lock {
     [[nodiscard]] size_t permit() const { return m_permit; }
     // The channel releases of this name are announced on (every permit's alike).
     [[nodiscard]] std::string release_channel() const;
+    // {<key>}:events: what `watch` and a running holder hear (lock/keys.hpp).
+    [[nodiscard]] std::string events_channel() const;
 
     [[nodiscard]] const std::string& key() const { return m_keys.lock; }
     // The name's own lock key (key() is a permit's with a limit).

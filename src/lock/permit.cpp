@@ -31,6 +31,10 @@ std::string Lock::release_channel() const {
     return m_name.released;
 }
 
+std::string Lock::events_channel() const {
+    return m_name.events;
+}
+
 std::vector<std::string> Lock::script_keys() const {
     if (m_limit == 0)
         return {m_keys.lock, m_keys.meta, m_keys.fence};

@@ -123,6 +123,8 @@ bool Subscription::read_notices(size_t i, std::string_view bytes) {
             m_taken = true;
             continue;
         }
+        if (payload == "run") // a run's history entry written (the events channel): no news
+            continue;
         // "forced ID HOST PID USER": release --force; news, and who did it.
         if (payload.starts_with("forced ")) {
             std::vector<std::string> words;

@@ -280,7 +280,7 @@ class ErrorsTest(E2ETest):
     def test_each_help_fits_80_columns_and_lists_what_applies(self):
         statuses = {"run": ["79", "126/127", "75 (or -E)"], "doctor": ["1 a risk"],
                     "release": ["declined"], "status": [], "list": [], "acquire": ["75"],
-                    "extend": ["75"]}
+                    "extend": ["75"], "history": ["69"], "watch": []}
         for command in [""] + list(statuses):
             with self.subTest(command=command):
                 r = self.run_redlock(([command] if command else []) + ["--help"])

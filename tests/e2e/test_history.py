@@ -123,6 +123,22 @@ class HistoryTest(E2ETest):
         self.assertEqual(outcomes["force-released"]["by"]["pid"], forcer)
         self.assertIn(f"(pid {forcer}); stopping PROGRAM", holder.stderr)
 
+    def test_a_force_release_of_a_semaphore_stops_its_holders_and_is_recorded(self):
+        holders = [self.start_redlock(self.args + ["run", "-k", "pool", "--limit", "2", "-t",
+                                                   "1m", "--", "sleep", "60"])
+                   for _ in range(2)]
+        wait_until(lambda: self.redis[0].command("ZCARD", "lock:pool") == 2, 10,
+                   message="two permits", proc=holders[0])
+        time.sleep(0.3)  # past the moment a holder starts listening
+        r = self.run_redlock(self.args + ["release", "-f", "-y", "pool"])
+        self.assertStatus(r, 0)
+        for holder in holders:
+            self.assertEqual(holder.wait(30), 79)
+            self.assertIn("it was released by force by", holder.stderr)
+        runs = self.history("pool")
+        outcomes = sorted(r["outcome"] for r in runs)
+        self.assertEqual(outcomes, ["force-release", "force-released", "force-released"], runs)
+
     def test_the_cap_keeps_the_newest_runs(self):
         config = self.config("history = 3")
         for i in range(5):
@@ -237,6 +253,55 @@ class WatchTest(E2ETest):
         self.assertEqual(held[0]["name"], "job")
         self.assertEqual(held[0]["holder"]["pid"], holder.pid)
         self.assertEqual(held[0]["event"], "acquired")
+        watch.send_signal(signal.SIGINT)
+        self.assertEqual(watch.wait(10), 0)
+
+    def test_watch_tells_an_expiry_and_keeps_quiet_about_renewals(self):
+        # Not a terminal, no --json: JSON lines all the same.
+        watch = self.start_redlock(self.args + ["watch"])
+        wait_until(lambda: int(self.server.command("PUBSUB", "NUMPAT")) >= 2, 10,
+                   message="watch to subscribe", proc=watch)
+        # A holder renewing a 1 s lease for 3 s: its lease runs out three times over in
+        # watch's view, and is renewed each time. Then one left to expire.
+        holder = self.start_redlock(self.args + ["run", "-k", "renewed", "-t", "1s", "--",
+                                                 "sleep", "3"])
+        r = self.run_redlock(self.args + ["acquire", "-t", "1s", "left"])
+        self.assertStatus(r, 0)
+
+        def lines():
+            return [json.loads(line) for line in watch.stdout.splitlines() if line.strip()]
+
+        wait_until(lambda: any(e["name"] == "left" and e["event"] == "expired" for e in lines()),
+                   10, message="watch to see the expiry", proc=watch)
+        self.assertEqual(holder.wait(30), 0)
+        wait_until(lambda: any(e["name"] == "renewed" and e["state"] == "free" for e in lines()),
+                   10, message="watch to see the release", proc=watch)
+        renewed = [e for e in lines() if e["name"] == "renewed"]
+        self.assertNotIn("expired", [e["event"] for e in renewed], renewed)
+        # Still alive and answering signals after a lock went away under it.
+        watch.send_signal(signal.SIGTERM)
+        self.assertEqual(watch.wait(10), 0)
+
+    def test_watch_counts_waiters_not_the_holder(self):
+        watch = self.start_redlock(self.args + ["watch", "--json"])
+        wait_until(lambda: int(self.server.command("PUBSUB", "NUMPAT")) >= 2, 10,
+                   message="watch to subscribe", proc=watch)
+        holder = self.start_redlock(self.args + ["run", "-k", "job", "--", "sleep", "30"])
+        wait_until(lambda: self.server.command("EXISTS", "lock:job") == 1, 10, proc=holder)
+        # The holder listens for a force release from 100 ms on: on the events channel.
+        wait_until(lambda: self.server.command("PUBSUB", "NUMSUB", "{lock:job}:events")[1] == 1,
+                   10, message="the holder to listen", proc=holder)
+        self.assertEqual(self.server.command("PUBSUB", "NUMSUB", "{lock:job}:released")[1], 0)
+        r = self.run_redlock(self.args + ["release", "-f", "-y", "job"])
+        self.assertStatus(r, 0)
+        self.assertEqual(holder.wait(30), 79)
+
+        def lines():
+            return [json.loads(line) for line in watch.stdout.splitlines() if line.strip()]
+
+        wait_until(lambda: any(e["event"] == "released by force" for e in lines()), 10,
+                   message="watch to hear the force", proc=watch)
+        self.assertEqual({e["waiters"] for e in lines()}, {0}, lines())
         watch.send_signal(signal.SIGINT)
         self.assertEqual(watch.wait(10), 0)
 
