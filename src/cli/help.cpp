@@ -148,7 +148,7 @@ Options:
       --json          one JSON object per line per change (see redlock(1))
   -h, --help          show this help
 )" GLOBAL_OPTIONS R"(
-Exit status: 0 ended by INT or TERM;
+Exit status: 0 ended by INT, TERM or HUP;
 )" COMMON_STATUS;
 
 constexpr std::string_view k_list = R"(Usage: redlock list [-p GLOB] [--json]

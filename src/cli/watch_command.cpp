@@ -58,6 +58,35 @@ struct Watched {
     Clock::time_point read_at{};
 };
 
+// Every server announces what happens to a lock on it, and not always at once: what one
+// server says is news only if no other said it already. The events told, latest last, and
+// how far each server's own announcements have caught up with them.
+class Told {
+  public:
+    std::optional<std::string> news(size_t server, std::string event) {
+        size_t& cursor = m_cursor[server];
+        for (size_t i = cursor; i < m_events.size(); ++i)
+            if (m_events[i] == event) {
+                cursor = i + 1; // told already (the servers in between missed this one)
+                return std::nullopt;
+            }
+        if (cursor > 0 && cursor == m_events.size() && m_events.back() == event)
+            return std::nullopt; // said twice in a row by one server: "acquired" per attempt
+        m_events.push_back(event);
+        if (m_events.size() > 32) {
+            m_events.pop_front();
+            for (auto& [_, c] : m_cursor)
+                c = c > 0 ? c - 1 : 0;
+        }
+        cursor = m_events.size();
+        return event;
+    }
+
+  private:
+    std::deque<std::string> m_events;
+    std::map<size_t, size_t> m_cursor;
+};
+
 class Watch {
   public:
     Watch(const WatchOptions& options, const config::Config& config)
@@ -101,15 +130,16 @@ class Watch {
                         return finish();
             bool changed = false;
             if (rc > 0 && notices.on_events(std::span<const pollfd>(fds).subspan(1))) {
-                // Each lock read once for what came together, every event of it told, in
-                // order: a hand-over says "released", "run recorded", then "acquired".
+                if (m_conns.size() > 1)
+                    settle(notices);
+                // Each lock read once for what came together, every event of it told once,
+                // in order: a hand-over says "released", "run recorded", then "acquired".
                 std::map<std::string, std::vector<std::string>> heard;
-                for (auto& [channel, payload] : notices.take_messages())
-                    if (auto name = name_of(channel); name && payload != "redlock-doctor") {
+                for (auto& m : notices.take_messages())
+                    if (auto name = name_of(m.channel); name && m.payload != "redlock-doctor") {
                         auto& events = heard[*name];
-                        auto event = event_of(payload);
-                        if (events.empty() || events.back() != event)
-                            events.push_back(std::move(event));
+                        if (auto event = m_told[*name].news(m.server, event_of(m.payload)))
+                            events.push_back(std::move(*event));
                     }
                 for (const auto& [name, events] : heard)
                     changed |= refresh(name, events);
@@ -137,6 +167,20 @@ class Watch {
     }
 
   private:
+    // The other servers' notices of the same change come within a few milliseconds of the
+    // first: heard together, each event is told once.
+    static void settle(redis::Subscription& notices) {
+        const auto until = Clock::now() + 30ms;
+        std::vector<pollfd> fds;
+        for (auto now = Clock::now(); now < until; now = Clock::now()) {
+            fds.clear();
+            notices.add_pollfds(fds);
+            if (::poll(fds.data(), fds.size(), util::poll_timeout_ms(now, until)) <= 0)
+                return;
+            notices.on_events(fds);
+        }
+    }
+
     // The lock name a channel ({<prefix><name>}:released or :events) belongs to.
     std::optional<std::string> name_of(std::string_view channel) const {
         const std::string head = "{" + m_config.key_prefix;
@@ -331,6 +375,7 @@ class Watch {
     bool m_terminal;
     bool m_json; // a JSON line per change: asked for, or stdout is no terminal
     std::map<std::string, Watched> m_locks;
+    std::map<std::string, Told> m_told;
     std::deque<std::string> m_events;
 };
 

@@ -12,8 +12,9 @@
 //   limit     --limit: N
 //   history   the runs of the name, newest last (a stream, capped by count and age)
 //   released  the pub/sub channel releases (and "acquired", "shortened") are announced on
-//   events    a channel for `redlock watch` only: what waiters need not wake for (a single
-//             server's "acquired", a run recorded)
+//   events    a channel waiters do not listen to: what they need not wake for (a single
+//             server's "acquired", a run recorded), heard by `redlock watch`, and by the
+//             running holder for "forced" (release --force)
 // A permit of a --limit name is a lock of its own: {<lock>}:permit:<i>, with its metadata
 // and fence counter at {<lock>}:permit:<i>:meta and :fence.
 

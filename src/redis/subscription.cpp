@@ -109,7 +109,8 @@ bool Subscription::read_notices(size_t i, std::string_view bytes) {
             reply->element[2]->type == REDIS_REPLY_STRING &&
             reply->element[3]->type == REDIS_REPLY_STRING) {
             if (m_messages.size() < 1024)
-                m_messages.emplace_back(text(*reply->element[2]), text(*reply->element[3]));
+                m_messages.push_back(
+                    Message{i, std::string(text(*reply->element[2])), std::string(text(*reply->element[3]))});
             m_released = true;
             continue;
         }

@@ -31,8 +31,14 @@ class Subscription {
     };
     Subscription(const std::vector<config::ServerConfig>& servers, Patterns patterns);
 
-    // What pattern subscriptions heard since the last call: channel and payload.
-    [[nodiscard]] std::vector<std::pair<std::string, std::string>> take_messages() {
+    // What pattern subscriptions heard since the last call: from which server (its index
+    // in the constructor's order), on which channel, what.
+    struct Message {
+        size_t server = 0;
+        std::string channel;
+        std::string payload;
+    };
+    [[nodiscard]] std::vector<Message> take_messages() {
         return std::exchange(m_messages, {});
     }
 
@@ -99,7 +105,7 @@ class Subscription {
 
     std::string m_channel;
     std::vector<std::string> m_patterns; // PSUBSCRIBE instead of SUBSCRIBE m_channel
-    std::vector<std::pair<std::string, std::string>> m_messages;
+    std::vector<Message> m_messages;
     std::vector<Connection> m_conns;                // for connecting, AUTH, SELECT and SUBSCRIBE
     std::vector<util::UniqueFd> m_fds;              // the subscribed sockets
     std::vector<std::optional<tls::Session>> m_tls; // their TLS sessions (rediss://)

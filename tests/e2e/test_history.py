@@ -305,6 +305,27 @@ class WatchTest(E2ETest):
         watch.send_signal(signal.SIGINT)
         self.assertEqual(watch.wait(10), 0)
 
+    def test_watch_over_three_servers_tells_each_event_once(self):
+        servers = [self.server] + [self.redis_server() for _ in range(2)]
+        args = [a for s in servers for a in ("-s", s.url())]
+        watch = self.start_redlock(args + ["watch", "--json"])
+        wait_until(lambda: all(int(s.command("PUBSUB", "NUMPAT")) >= 2 for s in servers), 10,
+                   message="watch to subscribe", proc=watch)
+        for i in range(2):
+            self.assertStatus(self.run_redlock(args + ["run", "-k", "job", "--", "true"]), 0)
+
+        def events():
+            # ("watching": the lock read again as a later server's notice came.)
+            return [e for e in (json.loads(line)["event"] for line in watch.stdout.splitlines()
+                                if line.strip()) if e != "watching"]
+
+        wait_until(lambda: events().count("run recorded") >= 2, 10,
+                   message="watch to hear both runs", proc=watch)
+        time.sleep(0.3)  # anything more it would (wrongly) tell
+        self.assertEqual(events(), ["acquired", "released", "run recorded"] * 2)
+        watch.send_signal(signal.SIGINT)
+        self.assertEqual(watch.wait(10), 0)
+
     def test_watch_on_a_terminal_draws_and_leaves_the_screen_as_it_was(self):
         holder = self.start_redlock(self.args + ["run", "-k", "shown", "--", "sleep", "30"])
         wait_until(lambda: self.server.command("EXISTS", "lock:shown") == 1, 10, proc=holder)
