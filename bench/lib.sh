@@ -17,6 +17,27 @@ redlock_bin() {
     printf '%s\n' "$bin"
 }
 
+# The redlock built from git revision $1, once, into bench/.baseline-<rev> (a git worktree;
+# ignored by git); prints its path. A worktree left by an earlier, interrupted build is
+# reused. JOBS (2) parallel compile jobs.
+baseline_bin() {
+    local rev=$1 base_dir want
+    base_dir="$bench_dir/.baseline-$rev"
+    if [[ ! -x "$base_dir/build/redlock" ]]; then
+        echo "building the baseline $rev into $base_dir (once)" >&2
+        want=$(git -C "$repo_root" rev-parse --verify "$rev^{commit}")
+        if [[ "$(git -C "$base_dir/src" rev-parse HEAD 2>/dev/null)" != "$want" ]]; then
+            rm -rf "$base_dir"
+            git -C "$repo_root" worktree prune
+            git -C "$repo_root" worktree add --detach --force "$base_dir/src" "$rev" >/dev/null
+        fi
+        cmake -S "$base_dir/src" -B "$base_dir/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+            -DREDLOCK_BUILD_TESTS=OFF >/dev/null
+        cmake --build "$base_dir/build" --target redlock -j"${JOBS:-2}" >/dev/null
+    fi
+    printf '%s\n' "$base_dir/build/redlock"
+}
+
 # Tells which build is measured: a benchmark of a Debug or sanitizer build means little.
 describe_binary() {
     local bin=$1 cache

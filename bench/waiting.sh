@@ -166,22 +166,7 @@ cp "$bin" "$bench_tmp/redlock"
 bin_name=$bin
 bin="$bench_tmp/redlock"
 
-# The baseline, built once into bench/.baseline-<rev> (a git worktree; ignored by git).
-# A worktree left by an earlier, interrupted build is reused.
-base_dir="$bench_dir/.baseline-$rev"
-if [[ ! -x "$base_dir/build/redlock" ]]; then
-    echo "building the baseline $rev into $base_dir (once)"
-    want=$(git -C "$repo_root" rev-parse --verify "$rev^{commit}")
-    if [[ "$(git -C "$base_dir/src" rev-parse HEAD 2>/dev/null)" != "$want" ]]; then
-        rm -rf "$base_dir"
-        git -C "$repo_root" worktree prune
-        git -C "$repo_root" worktree add --detach --force "$base_dir/src" "$rev" >/dev/null
-    fi
-    cmake -S "$base_dir/src" -B "$base_dir/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-        -DREDLOCK_BUILD_TESTS=OFF >/dev/null
-    cmake --build "$base_dir/build" --target redlock -j"${JOBS:-2}" >/dev/null
-fi
-base="$base_dir/build/redlock"
+base=$(baseline_bin "$rev")
 describe_binary "$base"
 echo "baseline: $rev"
 
