@@ -47,6 +47,8 @@ KEY = f"lock:{NAME}"
 FENCE_KEY = f"{{lock:{NAME}}}:fence"
 QUEUE_KEYS = {f"{{lock:{NAME}}}:{k}" for k in ("queue", "waiting", "tickets")}
 QUEUE_TTL_MS = 30_000
+HISTORY_KEY = f"{{lock:{NAME}}}:history"
+HISTORY_TTL_MS = 30 * 86_400_000  # history_max_age's default
 PROGRAM = os.path.join(HERE, "program.py")
 PROXY = os.path.join(HERE, "proxy.py")
 MS = 1_000_000
@@ -1152,14 +1154,16 @@ def mixed(n, seconds, top_seed, clients=5, only=None):
                 stuck.append(c)
         # Nothing left behind but the fence counter (no TTL by design): the lock and its
         # metadata are deleted or expire within the TTL; the --fair queue's keys expire
-        # 10 x the 3 s drop time after their last use, so those must have a TTL within it.
+        # 10 x the 3 s drop time after their last use, so those must have a TTL within it;
+        # the history stream is kept on purpose, and expires with its max age.
         leftovers = None
         deadline = time.monotonic() + (2 * MAX_TTL + 8.0) * SLACK
         while True:
             leftovers = {}
             for i, ks in world.keys().items():
                 bad = {k: t for k, t in ks.items() if k != FENCE_KEY and not (
-                    k in QUEUE_KEYS and 0 < t <= QUEUE_TTL_MS)} if ks else {}
+                    k in QUEUE_KEYS and 0 < t <= QUEUE_TTL_MS) and not (
+                    k == HISTORY_KEY and 0 < t <= HISTORY_TTL_MS)} if ks else {}
                 if bad:
                     leftovers[i] = bad
             if not leftovers or time.monotonic() > deadline:
