@@ -53,7 +53,7 @@ std::string now_iso() {
 
 struct Watched {
     lock::LockView view;
-    long long waiters = 0; // subscribers to its release channel: waiting runs
+    long long waiters = 0; // waiting runs: on the wait list, or listening for releases
     long long queue = 0;   // --fair places
     Clock::time_point read_at{};
 };
@@ -213,21 +213,26 @@ class Watch {
         w.view = lock::inspect(m_conns, m_config.key_prefix, name, true);
         w.read_at = Clock::now();
         const lock::Keys keys(m_config.key_prefix, name);
+        // Waiting: those on the wait list, and those listening to the release channel
+        // (a --limit name's, or waiters refused their own channel); in the --fair queue.
+        auto largest = [&](std::span<const std::string_view> argv, auto of) {
+            long long most = 0;
+            redis::request_all(m_conns, redis::encode_command(argv));
+            for (const auto& c : m_conns)
+                if (const auto& o = c.outcome(); o && o->reply)
+                    most = std::max(most, of(*o->reply));
+            return most;
+        };
+        auto integer = [](const redisReply& r) { return r.type == REDIS_REPLY_INTEGER ? r.integer : 0; };
         const std::array<std::string_view, 3> numsub{"PUBSUB", "NUMSUB", keys.released};
-        redis::request_all(m_conns, redis::encode_command(numsub));
-        for (const auto& c : m_conns) {
-            const auto& o = c.outcome();
-            if (o && o->reply && o->reply->type == REDIS_REPLY_ARRAY && o->reply->elements == 2 &&
-                o->reply->element[1]->type == REDIS_REPLY_INTEGER)
-                w.waiters = std::max(w.waiters, o->reply->element[1]->integer);
-        }
-        const std::array<std::string_view, 2> zcard{"ZCARD", keys.queue};
-        redis::request_all(m_conns, redis::encode_command(zcard));
-        for (const auto& c : m_conns) {
-            const auto& o = c.outcome();
-            if (o && o->reply && o->reply->type == REDIS_REPLY_INTEGER)
-                w.queue = std::max(w.queue, o->reply->integer);
-        }
+        const std::array<std::string_view, 2> listed{"ZCARD", keys.waiters};
+        const std::array<std::string_view, 2> queued{"ZCARD", keys.queue};
+        w.waiters = largest(listed, integer) + largest(numsub, [&](const redisReply& r) {
+                        return r.type == REDIS_REPLY_ARRAY && r.elements == 2
+                                   ? integer(*r.element[1])
+                                   : 0;
+                    });
+        w.queue = largest(queued, integer);
         auto it = m_locks.find(name);
         const bool was_held = it != m_locks.end() && it->second.view.state != lock::LockState::free;
         const bool is_held = w.view.state != lock::LockState::free;

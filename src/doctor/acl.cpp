@@ -122,6 +122,9 @@ ProbeKeys::ProbeKeys(std::string_view key_prefix) : prefix(key_prefix) {
     permit_fence = p.fence;
     history = k.history;
     events = k.events;
+    waiters = k.waiters;
+    wake = k.wake;
+    wake_channel = k.wake + "redlock-doctor"; // no waiter has this id
 }
 
 std::vector<AclFeature> acl_features(const config::ServerConfig& server) {
@@ -131,8 +134,8 @@ std::vector<AclFeature> acl_features(const config::ServerConfig& server) {
     features[status] = {Level::note, "status, list and release --force fail"};
     features[waiting] = {Level::note,
                          "waiters poll every 20-200ms instead of being woken by the release"};
-    features[numsub] = {Level::note,
-                        "waiters woken over several servers all try at once (the herd)"};
+    features[numsub] = {Level::note, "a --fair waiter asleep at the head of the queue is "
+                                     "dropped as gone after 3s"};
     features[fair] = {Level::note, "--fair fails"};
     features[once_per] = {Level::note, "--once-per fails"};
     features[limit] = {Level::note, "--limit fails"};
@@ -156,7 +159,7 @@ std::vector<AclProbe> acl_dryrun_probes(const ProbeKeys& k, const config::Server
         out.push_back({feature, std::move(argv), {}, {}});
     };
 
-    add(run, script(lock::k_acquire_single_script, lock_keys,
+    add(run, script(lock::k_acquire_script, lock_keys,
                     {token, k_ttl, k_holder_field, k_holder_value}));
     for (const auto& key : {k.lock, k.fence})
         add(run, {"GET", key});
@@ -181,14 +184,22 @@ std::vector<AclProbe> acl_dryrun_probes(const ProbeKeys& k, const config::Server
     add(status, {"GET", k.limit});
 
     add(waiting, {"PUBLISH", k.channel, "released"});
-    add(waiting, {"SUBSCRIBE", k.channel});
-    add(numsub, {"PUBSUB", "NUMSUB", k.channel});
+    add(waiting, {"SUBSCRIBE", k.wake_channel});
+    add(waiting, {"PUBLISH", k.wake_channel, "released"});
+    add(waiting, script(lock::k_acquire_script, {k.lock, k.meta, k.fence, k.waiters},
+                        {token, k_ttl, "1", "0", token, k.wake}));
+    add(waiting, {"ZADD", k.waiters, "1", token});
+    add(waiting, {"ZRANGE", k.waiters, "0", "7"});
+    add(waiting, {"ZREM", k.waiters, token});
+    add(waiting, {"PEXPIRE", k.waiters, k_ttl});
+    add(numsub, {"PUBSUB", "NUMSUB", k.wake_channel});
 
-    add(fair, script(lock::k_acquire_single_script,
+    add(fair, script(lock::k_acquire_script,
                      {k.lock, k.meta, k.fence, k.queue, k.waiting, k.tickets},
-                     {token, k_ttl, "1", k_ttl, token}));
+                     {token, k_ttl, "1", k_ttl, token, k.wake}));
     add(fair, {"INCR", k.tickets});
     add(fair, {"ZRANK", k.queue, token});
+    add(fair, {"ZRANGE", k.queue, "0", "7"});
     add(fair, {"ZADD", k.queue, "NX", "1", token});
     add(fair, {"ZADD", k.waiting, "1", token});
     add(fair, {"GET", k.tickets});
@@ -245,6 +256,7 @@ std::vector<AclProbe> acl_dryrun_probes(const ProbeKeys& k, const config::Server
     add(watch, {"PSUBSCRIBE", "{" + k.prefix + "*}:released", "{" + k.prefix + "*}:events"});
     add(watch, {"SUBSCRIBE", k.events}); // a running holder (job/supervise.cpp)
     add(watch, {"ZCARD", k.queue});
+    add(watch, {"ZCARD", k.waiters});
 
     add(doctor_reads, {"PING"});
     add(doctor_reads, {"INFO", "server"});
@@ -265,12 +277,14 @@ std::vector<AclProbe> acl_probe_round1(const ProbeKeys& k, const config::ServerC
     // The acquisition first: the probe lock is then held, with metadata, by our token, so
     // that every script after it takes its full path.
     out.push_back({run,
-                   script(lock::k_acquire_single_script, lock_keys,
+                   script(lock::k_acquire_script, lock_keys,
                           {token, k_ttl, k_holder_field, k_holder_value}),
-                   calls_of(lock::k_acquire_single_script), lock_keys});
-    // With the channel, as extend sends it: the script then reads the PTTL too.
-    out.push_back({run, script(lock::k_renew_script, lock_keys, {token, k_ttl, k.channel}),
-                   calls_of(lock::k_renew_script), lock_keys});
+                   calls_of(lock::k_acquire_script), lock_keys});
+    // With the channels, as extend sends them: the script then reads the PTTL too.
+    const std::vector<std::string> wake_keys{k.lock, k.meta, k.fence, k.waiters, k.queue};
+    out.push_back({run,
+                   script(lock::k_renew_script, wake_keys, {token, k_ttl, k.channel, k.wake}),
+                   calls_of(lock::k_renew_script), wake_keys});
     // The key patterns alone: EVAL checks the keys it is given before the script runs.
     for (const auto& key : {k.lock, k.meta})
         out.push_back({run, {"EVAL", "return 1", "1", key}, {}, {key}});
@@ -279,7 +293,9 @@ std::vector<AclProbe> acl_probe_round1(const ProbeKeys& k, const config::ServerC
                    calls_of(lock::k_inspect_script), lock_keys});
     // No one waits on the probe lock's channel: the message wakes nobody.
     out.push_back({waiting, {"PUBLISH", k.channel, "redlock-doctor"}, {}, {}});
-    out.push_back({numsub, {"PUBSUB", "NUMSUB", k.channel}, {}, {}});
+    out.push_back({waiting, {"PUBLISH", k.wake_channel, "redlock-doctor"}, {}, {}});
+    out.push_back({waiting, {"ZRANGE", k.waiters, "0", "7"}, {}, {k.waiters}});
+    out.push_back({numsub, {"PUBSUB", "NUMSUB", k.wake_channel}, {}, {}});
     out.push_back({fair, {"INCR", k.tickets}, {}, {k.tickets}});
     out.push_back({fair, {"ZRANK", k.queue, token}, {}, {k.queue}});
     out.push_back({list, {"SCAN", "0", "MATCH", k.lock, "COUNT", "10"}, {}, {}});
@@ -291,6 +307,7 @@ std::vector<AclProbe> acl_probe_round1(const ProbeKeys& k, const config::ServerC
                    {k.history, k.lock, k.meta}});
     out.push_back({history, {"XREVRANGE", k.history, "+", "-", "COUNT", "1"}, {}, {k.history}});
     out.push_back({watch, {"ZCARD", k.queue}, {}, {k.queue}});
+    out.push_back({watch, {"ZCARD", k.waiters}, {}, {k.waiters}});
     // The events channel (PSUBSCRIBE itself can only be tried by subscribing); `watch`
     // ignores this message.
     out.push_back({watch, {"PUBLISH", k.events, "redlock-doctor"}, {}, {}});
@@ -311,6 +328,9 @@ std::vector<AclProbe> acl_probe_round2(const ProbeKeys& k, const std::string& to
                                              k.queue, k.waiting, k.tickets};
     const std::vector<std::string> permit_keys{k.permit, k.permit_meta, k.permit_fence, k.lock,
                                                k.limit};
+    const std::vector<std::string> release_keys{k.lock, k.meta, k.fence, k.waiters, k.queue};
+    const std::vector<std::string> permit_release_keys{
+        k.permit, k.permit_meta, k.permit_fence, k.lock, k.limit, k.waiters, k.queue};
     std::vector<AclProbe> out;
     out.push_back({run, script(lock::k_fence_script, lock_keys, {token, std::to_string(fence)}),
                    calls_of(lock::k_fence_script), lock_keys});
@@ -323,18 +343,21 @@ std::vector<AclProbe> acl_probe_round2(const ProbeKeys& k, const std::string& to
                    script(lock::k_finish_slot_script, {k.slot}, {token, "0", k_ttl}),
                    calls_of(lock::k_finish_slot_script),
                    {k.slot}});
-    out.push_back({run, script(lock::k_release_script, lock_keys, {token, k.channel}),
-                   calls_of(lock::k_release_script), lock_keys});
+    out.push_back({run,
+                   script(lock::k_release_script, release_keys, {token, k.channel, k.wake}),
+                   calls_of(lock::k_release_script), release_keys});
     // --fair: a fresh acquisition through the queue (our ticket 1: the counter may be
     // anything, the queue is ours alone), its release, and leaving the queue.
     out.push_back({fair,
-                   script(lock::k_acquire_single_script, fair_keys,
-                          {token, k_ttl, "1", k_ttl, token, k_holder_field, k_holder_value}),
-                   fair_calls_of(lock::k_acquire_single_script), fair_keys});
-    out.push_back({fair, script(lock::k_release_script, lock_keys, {token, k.channel}),
-                   calls_of(lock::k_release_script), lock_keys});
+                   script(lock::k_acquire_script, fair_keys,
+                          {token, k_ttl, "1", k_ttl, token, k.wake, k_holder_field,
+                           k_holder_value}),
+                   fair_calls_of(lock::k_acquire_script), fair_keys});
     out.push_back({fair,
-                   script(lock::k_fair_leave_script, {k.queue, k.waiting}, {token}),
+                   script(lock::k_release_script, release_keys, {token, k.channel, k.wake}),
+                   calls_of(lock::k_release_script), release_keys});
+    out.push_back({fair,
+                   script(lock::k_fair_leave_script, {k.queue, k.waiting}, {token, k.wake}),
                    calls_of(lock::k_fair_leave_script),
                    {k.queue, k.waiting}});
     // --limit: a permit of 2 over the (now free) probe lock, renewed and released.
@@ -345,13 +368,15 @@ std::vector<AclProbe> acl_probe_round2(const ProbeKeys& k, const std::string& to
     out.push_back({limit,
                    script(lock::k_renew_permit_script, permit_keys, {token, k_ttl, k.channel}),
                    calls_of(lock::k_renew_permit_script), permit_keys});
-    out.push_back({limit, script(lock::k_release_permit_script, permit_keys, {token, k.channel}),
-                   calls_of(lock::k_release_permit_script), permit_keys});
+    out.push_back({limit,
+                   script(lock::k_release_permit_script, permit_release_keys,
+                          {token, k.channel, k.wake}),
+                   calls_of(lock::k_release_permit_script), permit_release_keys});
     return out;
 }
 
 AclProbe acl_subscribe_probe(const ProbeKeys& k) {
-    return {waiting, {"SUBSCRIBE", k.channel}, {}, {}};
+    return {waiting, {"SUBSCRIBE", k.wake_channel}, {}, {}};
 }
 
 std::optional<AclRefusal> parse_acl_refusal(std::string_view reply) {
@@ -444,13 +469,23 @@ Check acl_verdict(std::string_view user, std::string_view how, std::span<const A
             break;
         }
         case Kind::channel: {
-            // The channel refused, or the one the probe used: the events channel, or the
-            // release channel.
-            bool events = f.refusal.name.ends_with("}:events");
+            // The channel refused, or the one the probe used: the events channel, a
+            // waiter's wake channel, or the release channel.
+            auto kind_of = [&](std::string_view channel) -> std::string {
+                if (channel.ends_with("}:events"))
+                    return "events";
+                if (channel.find("}:w:") != std::string_view::npos)
+                    return "w:*";
+                if (channel.ends_with("}:released"))
+                    return "released";
+                return {};
+            };
+            std::string kind = kind_of(f.refusal.name);
             if (f.refusal.name.empty())
                 for (const auto& arg : f.probe->argv)
-                    events |= arg.ends_with("}:events");
-            const std::string p = "{" + keys.prefix + "*}:" + (events ? "events" : "released");
+                    if (kind.empty())
+                        kind = kind_of(arg);
+            const std::string p = "{" + keys.prefix + "*}:" + (kind.empty() ? "released" : kind);
             add_missing(missing, Kind::channel, "'" + p + "'", {"&" + p}, feature);
             break;
         }

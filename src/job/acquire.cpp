@@ -5,13 +5,18 @@
 #include <csignal>
 #include <cstdlib>
 #include <limits>
+#include <map>
 #include <poll.h>
 #include <set>
 #include <unistd.h>
 
 #include "job/wait_policy.hpp"
+#include "lock/holder.hpp"
 #include "lock/inspect.hpp"
+#include "lock/keys.hpp"
 #include "lock/name.hpp"
+#include "redis/fanout.hpp"
+#include "redis/reply.hpp"
 #include "redis/subscription.hpp"
 #include "util/clock.hpp"
 #include "util/duration.hpp"
@@ -90,6 +95,33 @@ void note_failed_cleanup(const lock::Lock& lock, std::string_view name, Observer
 // into `state`. Not read when it is not held by then (released meanwhile) or cannot be.
 void read_holder(lock::Lock& lock, std::string_view name, Waiting& state) {
     std::string_view key = lock.name_key();
+    if (lock.limit() == 0) {
+        // A plain lock: its metadata alone (one HGETALL a server, where the inspect script
+        // costs five commands: in a crowd each waiter reads it once).
+        const auto meta = lock::Keys::of_lock_key(key).meta;
+        const std::array<std::string_view, 2> argv{"HGETALL", meta};
+        redis::request_all(lock.connections(), redis::encode_command(argv));
+        state.holder_read = false;
+        state.holder.reset();
+        state.other_holders = 0;
+        for (const auto& c : lock.connections()) {
+            const auto& o = c.outcome();
+            if (!o || !o->reply || o->reply->type != REDIS_REPLY_ARRAY || o->reply->elements == 0)
+                continue;
+            std::map<std::string, std::string> fields;
+            for (size_t i = 0; i + 1 < o->reply->elements; i += 2)
+                fields[std::string(redis::text(*o->reply->element[i]))] =
+                    std::string(redis::text(*o->reply->element[i + 1]));
+            if (auto who = lock::parse_holder(fields, fields["token"])) {
+                state.holder_read = true;
+                state.holder = std::move(who);
+                break;
+            }
+        }
+        if (lock.fair())
+            state.queue_position = lock.queue_position();
+        return;
+    }
     auto view =
         lock::inspect(lock.connections(), key.substr(0, key.size() - name.size()), name, true);
     state.holder_read = false;
@@ -117,8 +149,8 @@ void read_holder(lock::Lock& lock, std::string_view name, Waiting& state) {
 // last attempt (not one frozen or down); all of them when fewer answered.
 constexpr size_t k_notice_servers = 2;
 
-// How long a waiter that the leader told "held" waits to hear someone claim the win
-// before it tries every server at once (wait_and_acquire).
+// How long a waiter that a notice woke, and that the leader told "held", waits for another
+// notice before it tries every server at once (wait_and_acquire).
 constexpr Millis k_leader_confirm{100};
 
 // How long a release notice from the other server waits for the leader's own, which says
@@ -158,11 +190,38 @@ NoticeServers notice_servers(lock::Lock& lock, const lock::AcquireResult& attemp
     return {answered, answered.size() - 1};
 }
 
-// An attempt that some servers said yes to, but not a majority: it crossed another.
-bool split(const lock::AcquireResult& attempt) {
-    return std::ranges::any_of(attempt.servers, [](const lock::ServerResult& s) {
-        return s.vote == lock::ServerResult::Vote::yes;
-    });
+// Subscribes `notices` before the next attempt, so that a release after it cannot pass
+// unnoticed, and one before it is seen by the attempt. A waiter listens on its own wake
+// channel, on every server, and enlists: a release then wakes the first two waiters of the
+// wait list (or of the --fair queue), not the crowd (lock/scripts.hpp, k_wake). Over
+// several servers a plain lock's waiter, woken, tries the leader first; the leader's notice
+// counts first. A --limit name's waiters, and any waiter the ACL refuses its own channel,
+// listen to the release channel on two servers, as before 0.3: each release wakes them all.
+// Returns true when listening on the wake channel.
+bool listen(lock::Lock& lock, std::optional<redis::Subscription>& notices,
+            const lock::AcquireResult& attempt, bool with_leader, std::string_view name) {
+    if (lock.enlisted()) {
+        std::vector<config::ServerConfig> all;
+        for (const auto& c : lock.connections())
+            all.push_back(c.server());
+        notices.emplace(all, lock.wake_channel());
+        if (with_leader)
+            notices->set_primary(lock.leader(), k_primary_grace);
+        notices->subscribe();
+        if (notices->live() > 0 || notices->incomplete())
+            return true;
+        log::verbose("cannot subscribe to the wake channel of '{}'; listening to its releases",
+                     name);
+        lock.stop_enlisting();
+    }
+    auto [servers, leader] = notice_servers(lock, attempt, with_leader);
+    notices.emplace(servers, lock.release_channel());
+    if (leader)
+        notices->set_primary(*leader, k_primary_grace);
+    notices->subscribe();
+    if (notices->live() == 0)
+        log::verbose("cannot subscribe to releases of '{}'; retrying now and then", name);
+    return false;
 }
 
 util::Expected<Acquisition> wait_and_acquire(lock::Lock& lock, std::string_view name,
@@ -176,17 +235,19 @@ util::Expected<Acquisition> wait_and_acquire(lock::Lock& lock, std::string_view 
         give_up = started + *wait;
     size_t attempts = 0;
     size_t too_slow = 0;                        // in a row
-    std::optional<redis::Subscription> notices; // release notices, once the lock was held
-    size_t listened = 0;                        // servers it listens to (notice_servers)
+    std::optional<redis::Subscription> notices; // wake-ups, once the lock was held
     std::optional<Waiting> waiting;             // once waiting really starts
-    bool noticed = false;                       // the last sleep ended with a release notice
-    size_t collided = 0; // over several servers: attempts in a row that a notice woke in vain
+    bool noticed = false;                       // the last sleep ended with a notice
     Clock::time_point holder_read{}; // when the progress line's holder was last looked up
-    // Over several servers, a plain lock: an attempt a release notice set off goes to the
-    // leader first (Lock::acquire), as long as the leader answers.
+    // Over several servers, a plain lock: an attempt a notice set off goes to the leader
+    // first (Lock::acquire), as long as the leader answers. The two woken meet there, and
+    // one wins.
     const bool by_leader = lock.connections().size() > 1 && lock.limit() == 0 && !lock.fair();
     bool leader_next = false;
-    bool listening_to_leader = false; // the notices' primary server is the leader
+    // A run that may wait goes on the wait list with its first attempt that finds the lock
+    // held (not a --limit name's: its waiters listen to the release channel).
+    if (lock.limit() == 0 && (!wait || wait->count() > 0))
+        lock.enlist();
     for (;;) {
         ++attempts;
         // The last attempt (-n, or --wait run out) records a refusal in the history, in
@@ -262,44 +323,33 @@ util::Expected<Acquisition> wait_and_acquire(lock::Lock& lock, std::string_view 
             return Acquisition{once ? Acquisition::Outcome::held : Acquisition::Outcome::gave_up,
                                0};
         }
-        if (lock.connections().size() > 1 && too_slow == 0 && (noticed || split(*attempt)))
-            ++collided;
         if (attempts == 1 && too_slow == 0)
             observer.wait_started(name, held_by_others(lock), attempt->servers);
         const bool leader_held = attempt->leader_only; // the others not asked
-        // The attempts after the first go to the leader first, as long as it answers and
-        // is listened to: its notice is the one that says the leader is free. (One not
-        // waited for may be a server still connecting or frozen: subscribing there would
-        // wait for it.)
+        // The attempts after a notice go to the leader first, as long as it answers. (One not
+        // waited for may be a server still connecting or frozen.)
         bool leader_answers = false;
         if (by_leader) {
             const auto vote = attempt->servers[lock.leader()].vote;
             leader_answers =
                 vote == lock::ServerResult::Vote::yes || vote == lock::ServerResult::Vote::no;
         }
-        // Woken by the release: subscribed before the next attempt, so that a release
-        // after it cannot pass unnoticed, and one before it is seen by the attempt. So
-        // the first time, and whenever a subscription was lost, look again at once.
+        // Subscribed, then looked at again: the first time, and whenever a subscription was
+        // lost (a release may have passed unheard). On the wait list, the look is whether we
+        // are still on it: a release since the attempt that enlisted us would have found
+        // nobody on our channel, taken us off, and woken the next instead; then try again.
         if (too_slow == 0 && (!notices || notices->lost())) {
-            auto [servers, leader] = notice_servers(lock, *attempt, leader_answers);
-            listened = servers.size();
-            notices.emplace(servers, lock.release_channel());
-            if (leader)
-                notices->set_primary(*leader, k_primary_grace);
-            listening_to_leader = leader.has_value();
-            leader_next = listening_to_leader;
-            notices->subscribe();
-            if (notices->live() == 0)
-                log::verbose("cannot subscribe to releases of '{}'; retrying now and then", name);
-            continue;
+            const bool woken_by_list = listen(lock, notices, *attempt, leader_answers, name);
+            leader_next = false;
+            if (!woken_by_list || !lock.listed())
+                continue;
         }
         if (notices && notices->incomplete())
             notices->subscribe(); // a server down or frozen before: it may be back
         // Without a notice, until the holder's lease could have run out (a holder that
-        // died sends none), jittered so that the waiters do not all come back at once: on
-        // a majority, or where the leader alone was asked, there. With no subscription at
-        // all, a short jittered retry, as waiters without pub/sub must.
-        Clock::time_point until;
+        // died sends none), jittered: on a majority, or where the leader alone was asked,
+        // there. With no subscription at all, a short jittered retry, as waiters without
+        // pub/sub must.
         std::optional<Millis> expiry;
         if (leader_held) {
             const auto pttl = attempt->servers[lock.leader()].held_pttl;
@@ -308,16 +358,17 @@ util::Expected<Acquisition> wait_and_acquire(lock::Lock& lock, std::string_view 
         } else {
             expiry = until_expiry(attempt->servers);
         }
-        until = sleep_until({.now = now,
-                             .expiry = expiry,
-                             .listening = notices && notices->live() > 0,
-                             .too_slow = too_slow > 0,
-                             .fair = lock.fair(),
-                             .give_up = give_up},
-                            random_jitter);
+        const bool listening = notices && notices->live() > 0;
+        auto until = sleep_until({.now = now,
+                                        .expiry = expiry,
+                                        .listening = listening,
+                                        .too_slow = too_slow > 0,
+                                        // the queue wakes its head on its own channel
+                                        .fair = lock.fair() && !(listening && lock.enlisted()),
+                                        .give_up = give_up},
+                                       random_jitter);
         // Who holds it: when the wait starts, and after a release gave it to someone else,
-        // but not more than once a second (the terminal line's pace): in a crowd, releases
-        // come every few ms, and each look costs every waiter a round trip.
+        // but not more than once a second (the terminal line's pace).
         if (too_slow == 0 && (!waiting || (noticed && now - holder_read >= 1s))) {
             if (!waiting)
                 waiting.emplace(Waiting{.name = name, .started = started, .give_up = give_up});
@@ -326,76 +377,31 @@ util::Expected<Acquisition> wait_and_acquire(lock::Lock& lock, std::string_view 
             observer.waiting(*waiting);
             holder_read = now;
         }
-        const bool spread = lock.connections().size() > 1 && !lock.fair();
-        // After the leader alone said "held": the waiter that won it says "acquired" within
-        // a few round trips (its round 1 publishes on every server). If nobody does, what
-        // holds the leader may be a key left there alone (a release that failed there, a
-        // holder that won without it): then one attempt on every server at once, which
-        // does not depend on the leader. Generous, since an attempt on every server while
-        // the winner's second step is under way would split the votes.
-        auto confirm_by = Clock::time_point::max(); // none
-        if (leader_held && notices && notices->live() > 0)
-            confirm_by = now + k_leader_confirm;
-        bool heard_taken = false;
-        bool leader_unconfirmed = false;
+        // Woken, the leader alone said "held": most likely the other one woken won there.
+        // But it may be a key left on the leader alone (a release that failed there, a
+        // holder that won without it), which only expiry clears: unless another notice
+        // comes first, one attempt on every server at once, soon, settles it.
+        const bool confirm = noticed && leader_held;
+        if (confirm)
+            until = std::min(until, now + k_leader_confirm + random_jitter(0ms, 20ms));
+        noticed = false;
         for (;;) {
-            noticed = false;
-            for (;;) {
-                auto next = waiting ? observer.tick(Clock::now()) : Clock::time_point::max();
-                next = std::min(next, confirm_by);
-                if (int sig = sleep_interruptibly(signals, std::min(until, next),
-                                                  notices ? &*notices : nullptr, &noticed))
-                    return Acquisition{Acquisition::Outcome::interrupted, sig};
-                if (noticed || Clock::now() >= until)
-                    break;
-                if (confirm_by != Clock::time_point::max() && notices->taken())
-                    heard_taken = true;
-                if (Clock::now() >= confirm_by) {
-                    confirm_by = Clock::time_point::max();
-                    if (!heard_taken) {
-                        leader_unconfirmed = true;
-                        break;
-                    }
-                }
+            auto next = waiting ? observer.tick(Clock::now()) : Clock::time_point::max();
+            if (int sig = sleep_interruptibly(signals, std::min(until, next),
+                                              notices ? &*notices : nullptr, &noticed))
+                return Acquisition{Acquisition::Outcome::interrupted, sig};
+            // Second in line: only if the first has not taken it by now.
+            if (noticed && notices->standby_woke() && !lock.looks_free()) {
+                noticed = false;
+                continue;
             }
-            // Woken by a release: straight to the leader, no spreading needed; only one
-            // waiter can win there. Otherwise (the leader does not answer, or it said
-            // "held" and nobody claimed the win) every server at once.
-            leader_next = leader_answers && listening_to_leader && !leader_unconfirmed;
-            if (!noticed || !spread || leader_next)
+            if (noticed || Clock::now() >= until)
                 break;
-            // A notice wakes every waiter at once. Over several servers, attempts that
-            // cross split the votes so that nobody wins, and each one's clean-up notice
-            // wakes them all again. So the waiters spread out: over a round trip per
-            // waiter the notice counted, and, as in Ethernet and Raft, over a window that
-            // doubles with each wake that came to nothing; a waiter that hears someone
-            // win in the meantime does not try at all. A lone waiter waits for nothing;
-            // --fair waiters need none of it, only the head of the queue can win.
-            const auto window = spread_window({.round_trip = lock.round_trip(),
-                                               .herd = notices->waiters(),
-                                               .servers = lock.connections().size(),
-                                               .listened = listened,
-                                               .collided = collided});
-            auto start = std::min(Clock::now() + util::random_between(0us, window),
-                                  give_up.value_or(Clock::time_point::max()));
-            (void)notices->taken(); // from before the release
-            bool won = false;
-            // Heard "acquired", and no release since: wait for the next release (or the
-            // winner's expiry). A release after it (the winner's clean-up of a split
-            // attempt) is the wake-up this sleep consumed: try.
-            while (Clock::now() < start) {
-                bool released = false;
-                if (int sig = sleep_interruptibly(signals, start, &*notices, &released))
-                    return Acquisition{Acquisition::Outcome::interrupted, sig};
-                if (released)
-                    won = false;
-                if (notices->taken())
-                    won = true;
-            }
-            if (!won)
-                break;
-            log::verbose("'{}' was taken by another waiter; waiting on", name);
         }
+        // Woken: straight to the leader, where only one of those woken can win. At the
+        // holder's expiry (no notice: it may have died, or the leader's key may be one
+        // left there alone), every server at once.
+        leader_next = by_leader && leader_answers && noticed;
     }
 }
 

@@ -44,27 +44,4 @@ Clock::time_point sleep_until(const SleepInput& in, const Jitter& jitter) {
     return until;
 }
 
-Micros backoff_unit(Clock::duration round_trip) {
-    return std::max<Micros>(std::chrono::ceil<Micros>(round_trip), 200us);
-}
-
-Micros spread_window(const SpreadInput& in) {
-    const auto unit = backoff_unit(in.round_trip);
-    Micros window{0};
-    // Each waiter listens to `listened` of the N servers: one counts about that share of
-    // the waiters.
-    if (in.herd && *in.herd > 0) {
-        const auto all = *in.herd * static_cast<long long>(in.servers) /
-                         static_cast<long long>(std::max<size_t>(in.listened, 1));
-        if (all > 1)
-            window = std::min<Micros>(unit * (all - 1), 1s);
-    }
-    if (in.collided > 0) {
-        const auto cap = std::max<Micros>(unit * 32, 20ms);
-        window = std::max(
-            window, std::min<Micros>(unit * (1L << std::min<size_t>(in.collided - 1, 16)), cap));
-    }
-    return window;
-}
-
 } // namespace redlock::job

@@ -1,6 +1,7 @@
-// --fair: a place in the queue of waiters (a ticket: the largest of the servers' INCR over
-// a majority). Each acquire() then keeps the place alive and goes on only at the head of
-// the queue (lock/scripts.hpp, k_fair_enrol).
+// Waiting in line: the wait list a release wakes the first of, and --fair's queue, a place
+// in it a ticket (the largest of the servers' INCR over a majority). Each acquire() then
+// keeps the place alive and goes on only at the head of the queue (lock/scripts.hpp,
+// k_fair_enrol).
 #include <algorithm>
 #include <array>
 #include <limits>
@@ -14,6 +15,42 @@
 namespace redlock::lock {
 
 using Vote = ServerResult::Vote;
+
+void Lock::enlist() {
+    if (!m_enlisted_at)
+        m_enlisted_at = std::chrono::duration_cast<Millis>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count();
+}
+
+bool Lock::listed() {
+    const std::string key = m_ticket ? queue_key() : m_name.waiters;
+    const std::array<std::string_view, 3> argv{"ZSCORE", key, m_waiter};
+    auto now = Clock::now();
+    const std::string command = redis::encode_command(argv);
+    for (auto& c : m_conns)
+        c.start(command, {}, now);
+    size_t found = 0;
+    size_t missing = 0;
+    const size_t majority = majority_of(m_conns.size());
+    (void)redis::wait(m_conns, [&] {
+        found = missing = 0;
+        for (const auto& c : m_conns)
+            if (!c.busy() && c.outcome() && c.outcome()->reply) {
+                const auto type = c.outcome()->reply->type;
+                found += type == REDIS_REPLY_STRING;
+                missing += type == REDIS_REPLY_NIL;
+            }
+        return found >= majority || missing > m_conns.size() - majority;
+    });
+    return found >= majority;
+}
+
+bool Lock::looks_free() {
+    const std::array<std::string_view, 2> argv{"PTTL", m_keys.lock};
+    auto pttls = integers_from_majority(redis::encode_command(argv));
+    return pttls && std::ranges::count(*pttls, -2) * 2 > static_cast<long>(m_conns.size());
+}
 
 std::string Lock::queue_key() const {
     return m_name.queue;
@@ -75,7 +112,7 @@ void Lock::leave_queue() {
     if (!m_ticket)
         return;
     const std::array<std::string, 2> keys{queue_key(), waiting_key()};
-    const std::array<std::string, 1> args{m_waiter};
+    const std::array<std::string, 2> args{m_waiter, m_name.wake};
     // Best effort: a place not given up here lapses by itself within k_drop_waiter.
     (void)integers_from_majority(script_call(k_fair_leave_script, false, keys, args));
     m_ticket.reset();

@@ -475,8 +475,9 @@ size_t force_release(std::span<redis::Connection> conns, const LockView& view,
             if (const auto& token = permit.servers[i].token)
                 conns[i].start_pipelined(
                     script_call(k_release_permit_script, false,
-                                {pk.lock, pk.meta, pk.fence, keys.lock, keys.limit},
-                                {*token, keys.released}) +
+                                {pk.lock, pk.meta, pk.fence, keys.lock, keys.limit,
+                                 keys.waiters, keys.queue},
+                                {*token, keys.released, keys.wake}) +
                         notice,
                     1, now);
         (void)redis::wait(conns, [] { return false; });
@@ -513,8 +514,9 @@ size_t force_release(std::span<redis::Connection> conns, const LockView& view,
         // The release wakes the waiters; its holder hears who forced it, in the same
         // write, and the history records it (a pipelined EVAL: no NOSCRIPT).
         std::string request =
-            script_call(k_release_script, false, {keys.lock, keys.meta, keys.fence},
-                        {*token, keys.released}) +
+            script_call(k_release_script, false,
+                        {keys.lock, keys.meta, keys.fence, keys.waiters, keys.queue},
+                        {*token, keys.released, keys.wake}) +
             notice;
         if (by.record)
             request += history_command(keys, *token, *by.record);

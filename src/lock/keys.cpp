@@ -27,7 +27,9 @@ Keys Keys::of_lock_key(std::string_view lock_key) {
     k.tickets = companion_of(lock_key, "tickets");
     k.limit = companion_of(lock_key, "limit");
     k.history = companion_of(lock_key, "history");
+    k.waiters = companion_of(lock_key, "waiters");
     k.released = companion_of(lock_key, "released");
+    k.wake = companion_of(lock_key, "w:");
     k.events = companion_of(lock_key, "events");
     k.name_lock = lock_key;
     return k;

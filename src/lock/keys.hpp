@@ -11,10 +11,14 @@
 //   tickets   --fair: the ticket counter
 //   limit     --limit: N
 //   history   the runs of the name, newest last (a stream, capped by count and age)
-//   released  the pub/sub channel releases (and "acquired", "shortened") are announced on
-//   events    a channel waiters do not listen to: what they need not wake for (a single
-//             server's "acquired", a run recorded), heard by `redlock watch`, and by the
-//             running holder for "forced" (release --force)
+//   waiters   the wait list: the waiters by when they started (a sorted set of waiter ids)
+//   released  the pub/sub channel releases (and "shortened") are announced on: heard by
+//             `redlock watch`, and by waiters of --limit names (and of versions before 0.3)
+//   wake      the prefix of each waiter's own channel, <wake><waiter id>: a release wakes
+//             the first waiters of the wait list or the --fair queue there, not everyone
+//   events    a channel waiters do not listen to: what they need not wake for
+//             ("acquired", a run recorded), heard by `redlock watch`, and by the running
+//             holder for "forced" (release --force)
 // A permit of a --limit name is a lock of its own: {<lock>}:permit:<i>, with its metadata
 // and fence counter at {<lock>}:permit:<i>:meta and :fence.
 
@@ -41,7 +45,9 @@ struct Keys {
     std::string tickets;
     std::string limit;
     std::string history;
+    std::string waiters;
     std::string released;
+    std::string wake;
     std::string events;
     std::string name_lock; // the name's own lock key (lock, but for a permit)
 

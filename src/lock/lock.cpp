@@ -21,7 +21,7 @@ using Vote = ServerResult::Vote;
 Lock::Lock(const std::vector<config::ServerConfig>& servers, Keys keys, std::string token,
            Millis ttl, std::vector<std::string> holder)
     : m_keys{keys.lock, keys.meta, keys.fence}, m_name(std::move(keys)), m_token(std::move(token)),
-      m_waiter(m_token), m_holder(std::move(holder)), m_ttl(ttl) {
+      m_waiter(util::random_token().substr(0, 16)), m_holder(std::move(holder)), m_ttl(ttl) {
     m_conns.reserve(servers.size());
     for (const auto& s : servers)
         m_conns.emplace_back(s);
@@ -179,15 +179,18 @@ util::Expected<AcquireResult> Lock::acquire_key(int interrupt_fd, bool leader_fi
     if (m_limit > 0)
         args.insert(args.end(), {std::to_string(m_limit), m_conns.size() == 1 ? "1" : "0"});
     if (m_ticket) { // --fair: the queue's keys, our ticket, when a silent waiter is dropped,
-                    // and our place's id
+                    // our id and the wake channels' prefix
         keys.insert(keys.end(), {queue_key(), waiting_key(), ticket_key()});
-        args.insert(args.end(),
-                    {std::to_string(*m_ticket), std::to_string(k_drop_waiter.count()), m_waiter});
+        args.insert(args.end(), {std::to_string(*m_ticket), std::to_string(k_drop_waiter.count()),
+                                 m_waiter, m_name.wake});
+    } else if (m_enlisted_at && m_limit == 0) { // on the wait list, by when we started waiting
+        keys.push_back(m_name.waiters);
+        args.insert(args.end(), {std::to_string(*m_enlisted_at), m_listed ? "1" : "0", m_waiter,
+                                 m_name.wake});
+        m_listed = true;
     }
     args.insert(args.end(), m_holder.begin(), m_holder.end());
-    const Script& script = m_limit > 0           ? k_acquire_permit_script
-                           : m_conns.size() == 1 ? k_acquire_single_script
-                                                 : k_acquire_script;
+    const Script& script = m_limit > 0 ? k_acquire_permit_script : k_acquire_script;
     auto command = script_call(script, true, keys, args);
     auto fallback = script_call(script, false, keys, args);
     // A refusal to record (the last attempt of a run that will not wait on) goes in the
@@ -401,9 +404,11 @@ void Lock::abandon_renewal(Clock::time_point now) {
 RenewStatus Lock::extend(Millis ttl, const HistoryRecord* record) {
     m_ttl = ttl;
     // With the release channel: a lease cut short says so to the waiters (scripts.hpp).
-    std::vector<std::string> args{m_token, std::to_string(ttl.count()), release_channel()};
+    std::vector<std::string> args{m_token, std::to_string(ttl.count()), release_channel(),
+                                  m_name.wake};
     auto sent = Clock::now();
-    const auto keys = script_keys();
+    auto keys = script_keys();
+    keys.insert(keys.end(), {m_name.waiters, m_name.queue});
     send_all(script_call(renew_script(), true, keys, args),
              script_call(renew_script(), false, keys, args), sent, {},
              record ? history_command(*record) : std::string());
@@ -426,12 +431,14 @@ RenewStatus Lock::extend(Millis ttl, const HistoryRecord* record) {
 
 std::vector<ServerResult> Lock::release(ReleaseWait until, const std::vector<bool>& only,
                                         const HistoryRecord* record) {
-    std::vector<std::string> args{m_token, release_channel()};
+    std::vector<std::string> args{m_token, release_channel(), m_name.wake};
+    auto keys = script_keys();
+    keys.insert(keys.end(), {m_name.waiters, m_name.queue});
     // Always EVAL: stragglers are abandoned without waiting for their reply, so the request
     // must work without a NOSCRIPT fallback even on a server whose connection survived a
     // restart unnoticed.
-    send_all(script_call(m_limit == 0 ? k_release_script : k_release_permit_script, false,
-                         script_keys(), args),
+    send_all(script_call(m_limit == 0 ? k_release_script : k_release_permit_script, false, keys,
+                         args),
              {}, Clock::now(), only, record ? history_command(*record) : std::string());
     // Done once a majority answered: a frozen server is not waited on (the key there
     // expires by its TTL; the request, written, runs when it thaws), and a server still

@@ -132,6 +132,7 @@ class Lock {
     // A waiter whose last attempt is older than this is dropped from the queue; waiters
     // attempt at least every k_fair_heartbeat.
     static constexpr Millis k_drop_waiter{3000};
+    // (With a wake channel, the queue wakes its head, and the others sleep longer.)
     static constexpr Millis k_fair_heartbeat{1000};
     // How long, at least, servers still to answer are waited for once a majority said yes.
     static constexpr Millis k_straggler_grace{1};
@@ -139,6 +140,19 @@ class Lock {
     // without it (four times the last round trip when that is longer).
     static constexpr Millis k_leader_patience{10};
     [[nodiscard]] bool fair() const { return m_ticket.has_value(); }
+
+    // A waiter's own wake channel ({<key>}:w:<id>, lock/keys.hpp): a release wakes the first
+    // waiters of the wait list (or of the --fair queue) there, not all of them. Once
+    // enlisted, a waiter's attempts put it on the wait list where the lock is held, in the
+    // order it started waiting (the --fair queue is one already); listed() says whether it
+    // is still there on a majority (a release that found nobody on its channel, before it
+    // subscribed, took it off). looks_free(): whether a majority has no key (a PTTL each).
+    [[nodiscard]] std::string wake_channel() const { return m_name.wake + m_waiter; }
+    void enlist();
+    void stop_enlisting() { m_enlisted_at.reset(); }
+    [[nodiscard]] bool enlisted() const { return m_enlisted_at.has_value(); }
+    [[nodiscard]] bool listed();
+    [[nodiscard]] bool looks_free();
 
     // Renewal, driven by the caller's poll loop through connections().
     void start_renewal(Clock::time_point now);
@@ -240,7 +254,9 @@ class Lock {
     size_t m_limit = 0; // --limit N; 0 for a plain lock
     size_t m_permit = 0;
     std::string m_token;  // this attempt's (fresh for each attempt after the first)
-    std::string m_waiter; // our place in the --fair queue: the first token, kept
+    std::string m_waiter; // our id as a waiter: on the wait list, in the --fair queue
+    std::optional<long long> m_enlisted_at; // enlist(): when, in ms since the Unix epoch
+    bool m_listed = false;                  // an attempt may have put us on the wait list
     size_t m_attempts = 0;
     long long m_fence = 0;
     std::optional<long long> m_ticket; // --fair

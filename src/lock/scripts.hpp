@@ -35,66 +35,96 @@ inline constexpr auto k_token_check =
 // Round 1 of an acquisition over several servers. The fence counter is checked first
 // (k_fence_check), and the lock is not touched when it is not a number.
 // Then SET NX PX; on success the counter is incremented and the metadata hash (the fence
-// and ARGV[3..] field/value pairs) is replaced with the same TTL. Returns the
+// and the holder's field/value pairs) is replaced with the same TTL. Returns the
 // new counter, the fence this server gives (the client takes the largest over a
 // majority, and writes it back in a second round only where the replies differ:
 // lock/lock.hpp); when held by another owner, -2 - PTTL (-1: held with no expiry), which
-// a waiter sleeps by (k_held_reply).
-// --fair, for both acquire scripts: with six KEYS (4: the queue, a sorted set of waiters
-// by ticket; 5: each waiter's last attempt, in the server's TIME ms; 6: the ticket
-// counter) and ARGV[3] our ticket, ARGV[4] the ms after which a silent waiter is dropped,
-// ARGV[5] our waiter id (the queue member: it stays while each attempt has a fresh lock
-// token), the attempt first enrolls us (again, with the same ticket, where we were dropped
-// or never got: one order on every server), drops silent waiters at the head, and goes on
-// only when we are the head. Else it is not our turn, whether the lock is free or not:
-// "held" with the time until the head could be dropped as its PTTL, so that the waiter
-// sleeps until a notice (the head's release), its heartbeat, or then, and does not try
-// again and again while the head takes the lock. The three keys expire 10 x ARGV[4] after
-// the last attempt. The holder's fields then start at ARGV[6]. A head whose last attempt
-// is later than the server's TIME (its clock stepped back, or a forged entry) is taken as
-// seen now: a live waiter keeps its place, and a dead one lapses as any other, instead of
-// holding the queue up until that time comes.
+// a waiter sleeps by (k_held_reply). It says "acquired" on the events channel
+// ({<key>}:events), which `redlock watch` listens to and no waiter does.
+//
+// A waiter (KEYS[4] and more) names itself: ARGV[3] its place (below), ARGV[4] the ms
+// after which a silent --fair waiter is dropped (without --fair: "1" when it may be on the
+// wait list already, "0" on its first attempt), ARGV[5] its id
+// (kept while each attempt has a fresh token), ARGV[6] the prefix of the waiters' wake
+// channels ({<key>}:w:, lock/keys.hpp), to which its id is appended. The holder's fields
+// then start at ARGV[7] (else at ARGV[3]).
+//
+// With four KEYS (4: the wait list, a sorted set of the waiters by ARGV[3], the ms they
+// started waiting), an attempt that finds the lock held enlists the waiter there; one that
+// sets it takes the waiter off. A release wakes the first waiters of the list on their
+// own channels, not everyone (k_wake).
+//
+// --fair, with six KEYS (4: the queue, a sorted set of waiters by ticket, ARGV[3]; 5: each
+// waiter's last attempt, in the server's TIME ms; 6: the ticket counter): the attempt first
+// enrolls us (again, with the same ticket, where we were dropped or never got: one order on
+// every server), drops silent waiters at the head, and goes on only when we are the head.
+// Else it is not our turn, whether the lock is free or not: "held", with as PTTL the time
+// until the head could be dropped, and one such time more for each waiter between it and
+// us, so that a crowd in the queue sleeps (a release wakes the head, k_wake) instead of
+// trying again and again. A head silent for ARGV[4] ms that still listens on its wake
+// channel is a waiter asleep until its turn, not a dead one: it is woken, and marked
+// (its last attempt set to now + 0.5 ms: attempts write whole ms) so that it is dropped if
+// silent for ARGV[4] ms more (frozen). The three keys expire 10 x ARGV[4] after the last
+// attempt. A head whose last attempt is later than the server's TIME (its clock stepped
+// back, or a forged entry) is taken as seen now: a live waiter keeps its place, and a dead
+// one lapses as any other, instead of holding the queue up until that time comes.
 
-// The round-1 script (several servers) also says "acquired" on the release channel
-// ({<key>}:released) when it sets the lock, so that waiters spreading out their attempts
-// after a release (cli/common.cpp) see that someone won and need not try. On one server
-// waiters do not spread out (votes cannot split), so the single-server script does not:
-// it would only wake every waiter for nothing.
+// Where the holder's fields start: after a waiter's four arguments, if any.
+inline constexpr auto k_waiter_args = fragment(R"lua(local first = 3
+if #KEYS > 3 then first = 7 end
+)lua");
 
 // The --fair parts of both acquire scripts (see above): enrolment and the head-of-queue
 // check before the SET, and leaving the queue after a successful one.
 inline constexpr auto k_fair_enrol = fair_only(
-    join(fragment(R"lua(local first = 3
-if #KEYS > 3 then
-  first = 6
+    join(fragment(R"lua(if #KEYS == 6 then
 )lua"),
          indented<k_server_now, 2>,
-         fragment(R"lua(  local keep = tonumber(ARGV[4]) * 10
-  redis.call("zadd", KEYS[4], "NX", ARGV[3], ARGV[5])
+         fragment(R"lua(  local patience = tonumber(ARGV[4])
+  if redis.call("zadd", KEYS[4], "NX", ARGV[3], ARGV[5]) == 1 and tonumber(redis.call("get", KEYS[6]) or 0) < tonumber(ARGV[3]) then redis.call("set", KEYS[6], ARGV[3]) end
   redis.call("zadd", KEYS[5], now, ARGV[5])
-  if tonumber(redis.call("get", KEYS[6]) or 0) < tonumber(ARGV[3]) then redis.call("set", KEYS[6], ARGV[3]) end
-  for i = 4, 6 do redis.call("pexpire", KEYS[i], keep) end
+  for i = 4, 6 do redis.call("pexpire", KEYS[i], patience * 10) end
   while true do
     local head = redis.call("zrange", KEYS[4], 0, 0)[1]
     if head == nil or head == ARGV[5] then break end
     local seen = tonumber(redis.call("zscore", KEYS[5], head))
-    if seen and seen > now then
+    if seen and seen > now + 1 then
       seen = now
       redis.call("zadd", KEYS[5], "XX", now, head)
     end
-    if seen and seen > now - tonumber(ARGV[4]) then return -2 - (seen + tonumber(ARGV[4]) - now) end
+    local alive = seen and seen > now - patience
+    if seen and not alive and seen % 1 == 0 then
+      local n = redis.pcall("pubsub", "numsub", ARGV[6] .. head)
+      if type(n) == "table" and tonumber(n[2]) > 0 then
+        seen = now + 0.5
+        redis.call("zadd", KEYS[5], "XX", seen, head)
+        redis.pcall("publish", ARGV[6] .. head, "released " .. redis.sha1hex(ARGV[1]):sub(1, 12))
+        alive = true
+      end
+    end
+    if alive then
+      local behind = (redis.call("zrank", KEYS[4], ARGV[5]) or 1) - 1
+      return -2 - math.floor(seen + patience * (1 + behind) - now)
+    end
     redis.call("zrem", KEYS[4], head)
     redis.call("zrem", KEYS[5], head)
   end
 end
 )lua",
-                  {.calls = {"zadd", "get", "set", "pexpire", "zrange", "zscore", "zrem"}})));
-inline constexpr auto k_fair_leave = fair_only(fragment(R"lua(  if #KEYS > 3 then
+                  {.calls = {"zadd", "get", "set", "pexpire", "zrange", "zscore", "zrank", "zrem"},
+                   .pcalls = {"pubsub", "publish"}})));
+// After a successful SET: off the wait list, or out of the --fair queue.
+inline constexpr auto k_fair_leave = fair_only(fragment(R"lua(  if #KEYS == 6 then
     redis.call("zrem", KEYS[4], ARGV[5])
     redis.call("zrem", KEYS[5], ARGV[5])
   end
 )lua",
                                                         {.calls = {"zrem"}}));
+inline constexpr auto k_waiter_leave =
+    join(fragment(R"lua(  if #KEYS == 4 and ARGV[4] == "1" then redis.pcall("zrem", KEYS[4], ARGV[5]) end
+)lua",
+                  {.pcalls = {"zrem"}}),
+         k_fair_leave);
 
 // An acquire script's "held" reply, -2 - PTTL: the lock's remaining ms (-1: no expiry).
 [[nodiscard]] constexpr long long held_pttl(long long reply) {
@@ -116,31 +146,32 @@ inline constexpr auto k_acquire_won = fragment(R"lua(  fence = redis.call("incr"
   end
 )lua",
                                                {.calls = {"incr", "hset", "pexpire"}});
+// Held (PTTL first: a failed attempt reads nothing more): a waiter enlists (again: the
+// list may have expired, or dropped it as gone), and the reply says for how long. The wait
+// list is a help, not a need (pcall): without it, a waiter wakes at the holder's expiry.
+// It expires two hours after its last newcomer. The --fair head sleeps at most three times
+// its patience, so that it keeps the queue alive (its keys expire) and its place fresh.
+inline constexpr auto k_acquire_held = fragment(R"lua(local pttl = redis.call("pttl", KEYS[1])
+if pttl ~= -2 then
+  if #KEYS == 4 and redis.pcall("zadd", KEYS[4], ARGV[3], ARGV[5]) == 1 then redis.pcall("pexpire", KEYS[4], 7200000) end
+  if #KEYS == 6 and (pttl == -1 or pttl > tonumber(ARGV[4]) * 3) then pttl = tonumber(ARGV[4]) * 3 end
+  return -2 - pttl
+end
+)lua",
+                                                {.calls = {"pttl"}, .pcalls = {"zadd", "pexpire"}});
 inline constexpr auto k_acquire_tail = fragment(R"lua(  return fence
 end
 return -2 - redis.call("pttl", KEYS[1]))lua",
                                                 {.calls = {"pttl"}});
 
 inline constexpr auto k_acquire_text =
-    compose(k_fence_check, k_fair_enrol, k_acquire_set, k_fair_leave, k_acquire_won,
-            fragment(R"lua(  redis.pcall("publish", "{" .. KEYS[1] .. "}:released", "acquired")
-)lua",
-                     {.pcalls = {"publish"}}),
-            k_acquire_tail);
-inline constexpr Script k_acquire_script = script(k_acquire_text);
-
-// The whole acquisition on a single server: as k_acquire_script without the "acquired"
-// notice on the release channel (waiters listen there, and on one server need not spread
-// out). It says "acquired" on the events channel instead ({<key>}:events), which only
-// `redlock watch` listens to: no waiter wakes for it. Its fence is final: one server's
-// counter is the whole register.
-inline constexpr auto k_acquire_single_text =
-    compose(k_fence_check, k_fair_enrol, k_acquire_set, k_fair_leave, k_acquire_won,
+    compose(k_waiter_args, k_fair_enrol, k_acquire_held, k_fence_check, k_acquire_set,
+            k_waiter_leave, k_acquire_won,
             fragment(R"lua(  redis.pcall("publish", "{" .. KEYS[1] .. "}:events", "acquired")
 )lua",
                      {.pcalls = {"publish"}}),
             k_acquire_tail);
-inline constexpr Script k_acquire_single_script = script(k_acquire_single_text);
+inline constexpr Script k_acquire_script = script(k_acquire_text);
 
 // Round 2 over several servers, sent only when the round-1 replies differ (ARGV[1] token,
 // ARGV[2] fence): while this server still holds our token, raise its counter to the
@@ -156,14 +187,39 @@ return 1)lua",
                      {.calls = {"set", "exists", "hset"}}));
 inline constexpr Script k_fence_script = script(k_fence_text);
 
+// `wake(lists, prefix, payload)`: wakes the first waiters of each of `lists` (the wait
+// list, the --fair queue: sorted sets of waiter ids), publishing `payload` on their own wake
+// channels (prefix .. id). Two of each list, not one: the second hears `payload .. " next"`,
+// and only looks (a PTTL) a moment later, trying only if the first has not taken the lock:
+// a first that is frozen costs that moment, not the lease. A waiter nobody
+// listens for any more (dead, or it gave up) is taken off the list, and the next one woken
+// instead, up to eight in all. pcall throughout: an ACL that allows none of it must not
+// cost the release itself (the waiters then wake at the holder's expiry).
+inline constexpr auto k_wake = fragment(R"lua(local function wake(lists, prefix, payload)
+  for _, list in ipairs(lists) do
+    local woken = 0
+    local ids = redis.pcall("zrange", list, 0, 7)
+    if ids.err then ids = {} end
+    for _, id in ipairs(ids) do
+      local n = redis.pcall("publish", prefix .. id, woken == 0 and payload or payload .. " next")
+      if type(n) ~= "number" then break end
+      if n == 0 then redis.pcall("zrem", list, id) else woken = woken + 1 end
+      if woken == 2 then break end
+    end
+  end
+end
+)lua",
+                                        {.pcalls = {"zrange", "publish", "zrem"}});
+
 // Compare-and-pexpire (ARGV[1] token, ARGV[2] ttl ms), the metadata alongside (its ttl_ms
 // follows, for `extend`). Never re-creates an expired lock. Returns 1 when renewed, 0 when
-// the token is not ours. With ARGV[3], the release channel: a lease cut shorter than what
-// was left of it (`extend`, the end of --min-hold) will end with no release to wake the
-// waiters, who sleep by the PTTL they saw; so it says "shortened" there, with an id as a
-// release's (12 hex digits of SHA1 of token and ttl: the same on every server, another
-// than its release's), and the waiters look again. A renewal, which only lengthens the
-// lease, goes without the channel and says nothing.
+// the token is not ours. With ARGV[3], the release channel, and ARGV[4], the wake channels'
+// prefix (the last two KEYS: the wait list and the --fair queue): a lease cut shorter than
+// what was left of it (`extend`, the end of --min-hold) will end with no release to wake
+// the waiters, who sleep by the PTTL they saw; so it says "shortened" there and to the
+// first waiters (k_wake), with an id as a release's (12 hex digits of SHA1 of token and
+// ttl: the same on every server, another than its release's), and they look again. A
+// renewal, which only lengthens the lease, goes without them and says nothing.
 // The parts both renew scripts share: the token and metadata first, the lock and the
 // notice last.
 inline constexpr auto k_renew_head = join(
@@ -173,23 +229,27 @@ inline constexpr auto k_renew_head = join(
 )lua",
         {.calls = {"pexpire", "hset"}}));
 inline constexpr auto k_renew_tail =
-    fragment(R"lua(local shorter = ARGV[3] and tonumber(ARGV[2]) < redis.call("pttl", KEYS[1])
+    join(k_wake,
+         fragment(R"lua(local shorter = ARGV[3] and tonumber(ARGV[2]) < redis.call("pttl", KEYS[1])
 local renewed = redis.call("pexpire", KEYS[1], ARGV[2])
-if shorter then redis.pcall("publish", ARGV[3], "shortened " .. redis.sha1hex(ARGV[1] .. " " .. ARGV[2]):sub(1, 12)) end
+if shorter then
+  local payload = "shortened " .. redis.sha1hex(ARGV[1] .. " " .. ARGV[2]):sub(1, 12)
+  redis.pcall("publish", ARGV[3], payload)
+  if ARGV[4] then wake({KEYS[#KEYS - 1], KEYS[#KEYS]}, ARGV[4], payload) end
+end
 return renewed)lua",
-             {.calls = {"pttl", "pexpire"}, .pcalls = {"publish"}});
+                  {.calls = {"pttl", "pexpire"}, .pcalls = {"publish"}}));
 inline constexpr auto k_renew_text = compose(k_renew_head, k_renew_tail);
 inline constexpr Script k_renew_script = script(k_renew_text);
 
 // Compare-and-delete of the lock and its metadata (ARGV[1] token). Then, if ARGV[2] names
 // the release channel ({<key>}:released, in the key's hash slot) and the lock is free here
-// (deleted, or never ours here: a waiter listening to this server only hears of the
-// release from it), a notice there wakes the waiters; it carries how many there are (PUBSUB
-// NUMSUB), so that over several servers they can spread out their attempts ("released" where the
-// ACL does not allow NUMSUB), and after a space the release's id (12 hex digits of SHA1(token): not
-// the token, which is still valid on servers the release has not reached yet), by which a waiter
-// listening to two servers wakes once for one release, not once per server. pcall: an ACL that
-// allows no channels must not cost the release itself. Returns 1 when deleted, 0 when not ours.
+// (deleted, or never ours here), "released ID" there (`redlock watch`, and waiters of
+// --limit names or of older versions listen), and with ARGV[3], the wake channels' prefix,
+// to the first waiters of the wait list and the --fair queue (the last two KEYS; k_wake).
+// ID is the release's: 12 hex digits of SHA1(token), not the token, which is still valid
+// on servers the release has not reached yet; a waiter listening to several servers wakes
+// once for one release, not once per server. Returns 1 when deleted, 0 when not ours.
 // The parts both release scripts share: compare-and-delete (or "not ours, but free here"),
 // and the notice.
 inline constexpr auto k_release_head = fragment(R"lua(local deleted = 0
@@ -201,13 +261,14 @@ elseif redis.call("exists", KEYS[1]) == 1 then
 end
 )lua",
                                                 {.calls = {"get", "del", "exists"}});
-inline constexpr auto k_release_notice = fragment(R"lua(if ARGV[2] then
-  local n = redis.pcall("pubsub", "numsub", ARGV[2])
-  n = type(n) == "table" and n[2]
-  redis.pcall("publish", ARGV[2], (n and tostring(n) or "released") .. " " .. redis.sha1hex(ARGV[1]):sub(1, 12))
+inline constexpr auto k_release_notice =
+    join(k_wake, fragment(R"lua(if ARGV[2] then
+  local payload = "released " .. redis.sha1hex(ARGV[1]):sub(1, 12)
+  redis.pcall("publish", ARGV[2], payload)
+  if ARGV[3] then wake({KEYS[#KEYS - 1], KEYS[#KEYS]}, ARGV[3], payload) end
 end
 return deleted)lua",
-                                                  {.pcalls = {"pubsub", "publish"}});
+                          {.pcalls = {"publish"}}));
 inline constexpr auto k_release_text = compose(k_release_head, k_release_notice);
 inline constexpr Script k_release_script = script(k_release_text);
 
@@ -286,8 +347,8 @@ inline constexpr Script k_remove_wrong_type_script = script(k_remove_wrong_type_
 // the name. KEYS: 1 the permit, 2 its metadata, 3 its fence counter, 4 the name's lock key,
 // 5 the limit; ARGV[1] the token, ARGV[2] the ttl ms.
 
-// Acquire a permit (ARGV[3] N, ARGV[4] "1" on a single server, which does not say
-// "acquired"; holder fields from ARGV[5]); the fence as k_acquire_script. Expired holders are
+// Acquire a permit (ARGV[3] N, ARGV[4] unused (it was: a single server); holder fields
+// from ARGV[5]); the fence as k_acquire_script. Expired holders are
 // dropped first, by the server's clock. Held: -2 - PTTL of the permit (or of the plain lock holding
 // the name). Holders with another limit: the error "LIMIT <theirs>".
 inline constexpr auto k_acquire_permit_text =
@@ -314,7 +375,7 @@ if #ARGV >= 5 then
   redis.call("hset", KEYS[2], "fence", reply, unpack(ARGV, 5))
   redis.call("pexpire", KEYS[2], ARGV[2])
 end
-if ARGV[4] ~= "1" then redis.pcall("publish", "{" .. KEYS[4] .. "}:released", "acquired") else redis.pcall("publish", "{" .. KEYS[4] .. "}:events", "acquired") end
+redis.pcall("publish", "{" .. KEYS[4] .. "}:events", "acquired")
 return reply)lua",
                      {.calls = {"zremrangebyscore", "get", "zcard", "set", "pttl", "zadd", "zrange",
                                 "pexpireat", "del", "incr", "hset", "pexpire"},
@@ -363,12 +424,16 @@ end
             k_release_notice);
 inline constexpr Script k_release_permit_script = script(k_release_permit_text);
 
-// --fair: leave the queue (KEYS[1] queue, KEYS[2] last attempts; ARGV[1] token), when a
-// waiter gives up.
-inline constexpr auto k_fair_leave_text =
-    compose(fragment(R"lua(redis.call("zrem", KEYS[2], ARGV[1])
-return redis.call("zrem", KEYS[1], ARGV[1]))lua",
-                     {.calls = {"zrem"}}));
+// --fair: leave the queue (KEYS[1] queue, KEYS[2] last attempts; ARGV[1] the waiter's id,
+// ARGV[2] the wake channels' prefix), when a waiter gives up. One of the first two leaving
+// may have been the one a release woke: the next ones are woken in its place.
+inline constexpr auto k_fair_leave_text = compose(
+    k_wake, fragment(R"lua(local rank = redis.call("zrank", KEYS[1], ARGV[1])
+redis.call("zrem", KEYS[2], ARGV[1])
+local left = redis.call("zrem", KEYS[1], ARGV[1])
+if rank and rank < 2 and ARGV[2] then wake({KEYS[1]}, ARGV[2], "released " .. redis.sha1hex(ARGV[1]):sub(1, 12)) end
+return left)lua",
+                     {.calls = {"zrank", "zrem"}}));
 inline constexpr Script k_fair_leave_script = script(k_fair_leave_text);
 
 // The history of a name (lock/keys.hpp: {<key>}:history, a stream), one entry per run that
@@ -381,9 +446,10 @@ inline constexpr Script k_fair_leave_script = script(k_fair_leave_text);
 // the ms the run waited, ARGV[6] the ms it held the lock, ARGV[7] the entry's field/value
 // pairs, each ended by a NUL (one argument: cheaper to send than twenty). The entry gets
 // `started_ms`, when the run started on this server's clock, and for a skip the holder that refused
-// it (`by_host`, `by_pid`, `by_user`), from its metadata. Entries past the count or the age are
-// trimmed, and the stream expires with the age; "run" on the events channel ({<key>}:events) tells
-// `redlock watch`. Returns 1 when recorded, 0 when not.
+// it (`by_host`, `by_pid`, `by_user`), from its metadata. Entries past the count are trimmed by
+// every write, past the age by one write in eight (by the server's clock: a trim costs a command
+// per run in a crowd), and the stream expires with the age; "run" on the events channel
+// ({<key>}:events) tells `redlock watch`. Returns 1 when recorded, 0 when not.
 inline constexpr auto k_history_text =
     compose(fragment(R"lua(local holder = false
 if ARGV[1] == "skip" then
@@ -411,7 +477,7 @@ if holder then
 end
 for part in string.gmatch(ARGV[7] or "", "([^%z]*)%z") do table.insert(entry, part) end
 redis.call("xadd", KEYS[1], "MAXLEN", ARGV[3], "*", unpack(entry))
-redis.call("xtrim", KEYS[1], "MINID", now - age)
+if now % 8 == 0 then redis.call("xtrim", KEYS[1], "MINID", now - age) end
 redis.call("pexpire", KEYS[1], age)
 redis.pcall("publish", "{" .. KEYS[2] .. "}:events", "run")
 return 1)lua",

@@ -65,10 +65,20 @@ void Subscription::start_subscribe() {
 void Subscription::subscribe() {
     start_subscribe();
     const size_t majority = m_conns.size() / 2 + 1;
-    (void)wait(m_conns, [&] {
-        collect();
-        return live() >= majority;
-    });
+    // Once a majority is subscribed, the others get a moment more (a server frozen or far
+    // away costs that, not its timeouts): each release wakes by every server it reached.
+    std::optional<Clock::time_point> until;
+    (void)wait(
+        m_conns,
+        [&] {
+            collect();
+            if (live() < majority)
+                return false;
+            if (!until)
+                until = Clock::now() + k_stragglers;
+            return Clock::now() >= *until;
+        },
+        -1, &until);
     collect();
 }
 
@@ -120,10 +130,8 @@ bool Subscription::read_notices(size_t i, std::string_view bytes) {
             reply->element[2]->type != REDIS_REPLY_STRING)
             continue;
         std::string payload(text(*reply->element[2]));
-        if (payload == "acquired") { // someone won: no release, nothing to wake for
-            m_taken = true;
+        if (payload == "acquired") // someone won: no release, nothing to wake for
             continue;
-        }
         if (payload == "run") // a run's history entry written (the events channel): no news
             continue;
         // "forced ID HOST PID USER": release --force; news, and who did it.
@@ -138,16 +146,24 @@ bool Subscription::read_notices(size_t i, std::string_view bytes) {
                 m_forced_by =
                     Forcer{words[2], std::strtoll(words[3].c_str(), nullptr, 10), words[4]};
             m_released = true;
-            m_taken = false;
             continue;
         }
-        // "COUNT ID" ("released ID"; older releases send no ID). With a primary server
-        // (set_primary), another server's notice of a release is news only if the primary
-        // does not announce it first or soon after. Without one, every notice is: one from
-        // a server the release reached later may be the one an attempt needs.
+        // "released ID" ("COUNT ID" from 0.2, which also sent a bare count). With a primary
+        // server (set_primary), another server's notice of a release is news only if the
+        // primary does not announce it first or soon after. Without one, once a majority
+        // of the servers listened to announced it: an attempt on every server can then
+        // win, and the crowd on its release channel, or the two a release woke, try once.
         if (auto space = payload.find(' '); space != std::string::npos) {
             std::string id = payload.substr(space + 1);
             payload.resize(space);
+            // Second in line (lock/scripts.hpp, k_wake): news a moment later, if no release
+            // came meanwhile; the waiter then looks before it tries.
+            if (id.ends_with(" next")) {
+                id.resize(id.size() - 5);
+                if (!m_standby && std::ranges::find(m_recent_releases, id) == m_recent_releases.end())
+                    m_standby = Pending{std::move(id), Clock::now() + k_standby};
+                continue;
+            }
             if (m_primary && i == *m_primary) {
                 std::erase_if(m_pending, [&](const Pending& p) { return p.id == id; });
                 remember(std::move(id));
@@ -159,16 +175,30 @@ bool Subscription::read_notices(size_t i, std::string_view bytes) {
                         m_pending.push_back(Pending{std::move(id), Clock::now() + m_primary_grace});
                     continue;
                 }
+            } else if (!heard_from_majority(id)) {
+                continue;
             }
         }
         m_released = true;
-        m_taken = false; // released again since: worth a try
-        char* end = nullptr;
-        errno = 0;
-        long long count = std::strtoll(payload.c_str(), &end, 10);
-        if (errno == 0 && end != payload.c_str() && *end == '\0' && count >= 0)
-            m_waiters = std::max(m_waiters.value_or(0), count);
+        m_standby.reset(); // first in line now, or the lock changed: worth a try at once
     }
+}
+
+bool Subscription::heard_from_majority(const std::string& id) {
+    auto it = std::ranges::find(m_heard, id, &Heard::id);
+    if (it == m_heard.end()) {
+        it = m_heard.begin() + static_cast<std::ptrdiff_t>(m_next_heard++ % m_heard.size());
+        *it = Heard{id, 0, false};
+    }
+    size_t live = 0;
+    for (const auto& fd : m_fds)
+        live += fd ? 1 : 0;
+    // A majority of those subscribed when fewer are: the rest cannot announce anything.
+    const size_t need = std::max<size_t>(std::min(m_conns.size() / 2 + 1, live), 1);
+    if (it->told || ++it->servers < need)
+        return false;
+    it->told = true;
+    return true;
 }
 
 bool Subscription::drain(size_t i) {
@@ -237,6 +267,8 @@ void Subscription::set_primary(size_t index, Clock::duration grace) {
 
 std::optional<Clock::time_point> Subscription::next_deadline() const {
     std::optional<Clock::time_point> first;
+    if (m_standby)
+        first = m_standby->deadline;
     for (const auto& p : m_pending)
         if (!first || p.deadline < *first)
             first = p.deadline;
@@ -245,7 +277,13 @@ std::optional<Clock::time_point> Subscription::next_deadline() const {
 
 bool Subscription::expire(Clock::time_point now) {
     bool woken = false;
-    for (auto it = m_pending.begin(); it != m_pending.end();) {
+    if (m_standby && m_standby->deadline <= now) {
+        remember(std::move(m_standby->id));
+        m_standby.reset();
+        m_standby_woke = true;
+        woken = true;
+    }
+    for (auto it = m_pending.begin(); m_primary && it != m_pending.end();) {
         // The primary did not announce it (frozen, down, or its release failed there), or
         // it went away meanwhile: the other server's notice is all there is.
         if (it->deadline <= now || !m_fds[*m_primary]) {
@@ -256,14 +294,11 @@ bool Subscription::expire(Clock::time_point now) {
             ++it;
         }
     }
-    if (woken)
-        m_taken = false;
     return woken;
 }
 
 bool Subscription::on_events(std::span<const pollfd> fds) {
     bool woken = false;
-    m_waiters.reset();
     size_t k = 0;
     for (size_t i = 0; i < m_fds.size(); ++i) {
         if (!m_fds[i])

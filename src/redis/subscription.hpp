@@ -1,11 +1,12 @@
 #pragma once
-// Waiting for a notice on one pub/sub channel on several servers at once: a lock's
-// release (lock::release_channel). Each server gets a connection of its own in subscribe
-// mode. A release notice, a lease cut short ("shortened ID": the holder's PTTL changed),
-// the connection closing, or bytes that make no sense (that server is then not listened
-// to any more) all mean "something happened, look again"; what is read besides is advice
-// for spreading out a crowd of waiters: how many there are (the release's count) and
-// "acquired" (someone won, which wakes nobody); and who forced a release ("forced ...").
+// Waiting for a notice on one pub/sub channel on several servers at once: a waiter's own
+// wake channel (lock::Lock::wake_channel), or a lock's release channel. Each server gets a
+// connection of its own in subscribe mode. A release notice ("released ID"), a lease cut
+// short ("shortened ID": the holder's PTTL changed), the connection closing, or bytes that
+// make no sense (that server is then not listened to any more) all mean "something
+// happened, look again"; "acquired" and "run" are no news; "forced ..." says who forced a
+// release. Each server announces a release: it is news once, when the primary server
+// (set_primary) announces it, or, without one, when a majority of the servers have.
 
 #include <array>
 #include <optional>
@@ -43,9 +44,11 @@ class Subscription {
     }
 
     // SUBSCRIBE on every server not subscribed yet (or lost since), all at once; returns
-    // once a majority of the servers are subscribed or every attempt has ended. A server
+    // once every attempt has ended, or k_stragglers after a majority of the servers are
+    // subscribed. A server
     // that refused (an ACL allowing no channels), or sent junk, is not asked again.
     void subscribe();
+    static constexpr Clock::duration k_stragglers = std::chrono::milliseconds(20);
     // Subscribed now, on how many servers.
     [[nodiscard]] size_t live() const;
     // Whether a server not subscribed could still be (not refused).
@@ -67,15 +70,12 @@ class Subscription {
     void set_primary(size_t index, Clock::duration grace);
     // When expire() may next have news: the earliest such grace to end.
     [[nodiscard]] std::optional<Clock::time_point> next_deadline() const;
-    // True when a release heard only from another server is now news (its grace passed).
+    // True when a release heard only from another server is now news (its grace passed),
+    // or a "next" notice (second in line) is, k_standby after it came.
     bool expire(Clock::time_point now);
-    // Whether an acquire said "acquired" since the last call (someone won the lock), and
-    // no release notice came after it.
-    [[nodiscard]] bool taken() { return std::exchange(m_taken, false); }
-    // How many waiters the last notices said there were (the largest count they carried),
-    // nullopt when none said (an older release, an ACL without PUBSUB NUMSUB).
-    [[nodiscard]] std::optional<long long> waiters() const { return m_waiters; }
-
+    static constexpr Clock::duration k_standby = std::chrono::milliseconds(50);
+    // Whether the last news was a "next" notice's: look (Lock::looks_free) before trying.
+    [[nodiscard]] bool standby_woke() { return std::exchange(m_standby_woke, false); }
     // Who took the lock away with `release --force`, when one said so ("forced ID HOST PID
     // USER" on the channel): what a holder listening to its own lock tells the user.
     struct Forcer {
@@ -110,11 +110,12 @@ class Subscription {
     std::vector<util::UniqueFd> m_fds;              // the subscribed sockets
     std::vector<std::optional<tls::Session>> m_tls; // their TLS sessions (rediss://)
     std::vector<std::optional<Reader>> m_readers;   // and what they say
-    std::optional<long long> m_waiters;
     std::optional<Forcer> m_forced_by;
     bool m_released = false; // drain() read a release notice
-    bool m_taken = false;
     void remember(std::string id);
+    // Without a primary: whether this notice of release `id` makes it news (a majority
+    // of the servers listened to have announced it).
+    bool heard_from_majority(const std::string& id);
 
     // The ids of the last few releases already news (announced by the primary, or past
     // their grace): each release is announced on every server.
@@ -126,8 +127,18 @@ class Subscription {
         Clock::time_point deadline;
     };
     std::vector<Pending> m_pending;
+    std::optional<Pending> m_standby; // a "next" notice, news at its deadline
+    bool m_standby_woke = false;
     std::optional<size_t> m_primary;
     Clock::duration m_primary_grace{};
+    // Without one: the last few releases heard, and from how many servers.
+    struct Heard {
+        std::string id;
+        size_t servers = 0;
+        bool told = false;
+    };
+    std::array<Heard, 8> m_heard;
+    size_t m_next_heard = 0;
     std::vector<bool> m_refused;
     bool m_lost = false;
 };

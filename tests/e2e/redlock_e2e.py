@@ -407,6 +407,18 @@ class RedisServer:
         with self.client(db=db) as c:
             return c.execute(*args)
 
+    def commandstats(self):
+        """INFO commandstats as {command: {"calls": ..., ...}} (scripts' calls included)."""
+        info = self.command("INFO", "commandstats")
+        if isinstance(info, bytes):
+            info = info.decode()
+        stats = {}
+        for line in info.splitlines():
+            if line.startswith("cmdstat_"):
+                name, _, fields = line[len("cmdstat_"):].partition(":")
+                stats[name] = dict(f.split("=", 1) for f in fields.split(","))
+        return stats
+
 
 class SentinelServer(RedisServer):
     """A Redis Sentinel on loopback monitoring MASTER (a RedisServer) as `name`, with
@@ -935,18 +947,19 @@ class E2ETest(unittest.TestCase):
         return Result(cp.returncode, cp.stdout.decode("utf-8", "replace"),
                       cp.stderr.decode("utf-8", "replace"), elapsed, full, cp.stdout)
 
-    def assertCrowdLosesNoUpdate(self, global_args, n, wait):
-        """n concurrent `run -w WAIT` of one read-increment-write job: the counter ends at
-        exactly n and no two ever held the lock at once (mkdir detects an overlap)."""
+    def assertCrowdLosesNoUpdate(self, global_args, n, wait, hold="0.05", extra=()):
+        """n concurrent `run -w WAIT` of one read-increment-write job (HOLD seconds long):
+        the counter ends at exactly n and no two ever held the lock at once (mkdir detects
+        an overlap)."""
         counter = self.write_file("counter", "0\n")
         inside = self.path("inside")
         overlaps = self.path("overlaps")
         script = ('mkdir "$2" 2>/dev/null || echo overlap >> "$3"; '
-                  'n=$(cat "$1"); sleep 0.05; echo $((n + 1)) > "$1"; '
+                  'n=$(cat "$1"); sleep "$4"; echo $((n + 1)) > "$1"; '
                   'rmdir "$2"')
         procs = [self.start_redlock(list(global_args) + [
-            "run", "-k", "crowd", "-w", wait, "--", "sh", "-c", script, "sh", counter, inside,
-            overlaps]) for _ in range(n)]
+            "run", "-k", "crowd", "-w", wait, *extra, "--", "sh", "-c", script, "sh", counter,
+            inside, overlaps, hold]) for _ in range(n)]
         for p in procs:
             self.assertEqual(p.wait(120.0), 0, p.stderr)
         with open(counter) as f:

@@ -50,8 +50,7 @@ class ClusterTest(E2ETest):
         waiter = self.start_redlock(["-v", *self.args, "run", "-w", "30s", "-k", name, "--",
                                      "true"])
         # Subscribed (pub/sub reaches every node of a cluster), then released.
-        wait_until(lambda: any(int(n.command("PUBSUB", "NUMSUB",
-                                              f"{{lock:{name}}}:released")[1])
+        wait_until(lambda: any(n.command("PUBSUB", "CHANNELS", f"{{lock:{name}}}:w:*")
                                for n in self.cluster.nodes), 15, proc=waiter,
                    message="the waiter to subscribe")
         self.assertEqual(holder.release(), 0)

@@ -8,7 +8,6 @@ using redlock::job::Jitter;
 using redlock::job::Micros;
 using redlock::job::Millis;
 using redlock::job::sleep_until;
-using redlock::job::spread_window;
 using redlock::job::until_expiry;
 using redlock::lock::ServerResult;
 using Vote = ServerResult::Vote;
@@ -64,33 +63,11 @@ TEST_CASE("without notices, or after too slow an attempt, a waiter retries soon"
           t0 + 200ms);
 }
 
-TEST_CASE("--fair beats at least every second, and --wait ends every sleep") {
+TEST_CASE("--fair without a wake channel beats every second; --wait ends every sleep") {
     CHECK(sleep_until({.now = t0, .expiry = 30s, .listening = true, .fair = true}, low) == t0 + 1s);
     CHECK(sleep_until({.now = t0, .expiry = 30s, .listening = true, .give_up = t0 + 2s}, low) ==
           t0 + 2s);
     CHECK(sleep_until(
               {.now = t0, .expiry = 30s, .listening = true, .fair = true, .give_up = t0 + 300ms},
               low) == t0 + 300ms);
-}
-
-TEST_CASE("a lone waiter does not spread out; a crowd spreads over a round trip a waiter") {
-    CHECK(spread_window({.round_trip = 1ms, .herd = 1}) == Micros(0));
-    CHECK(spread_window({.round_trip = 1ms}) == Micros(0));
-    // 10 waiters heard on one server of one: 9 round trips.
-    CHECK(spread_window({.round_trip = 1ms, .herd = 10}) == Micros(9000));
-    // Heard on 2 of 5 servers: 4 counted stand for 10.
-    CHECK(spread_window({.round_trip = 1ms, .herd = 4, .servers = 5, .listened = 2}) ==
-          Micros(9000));
-    // Never more than a second.
-    CHECK(spread_window({.round_trip = 10ms, .herd = 1000}) == Micros(1'000'000));
-}
-
-TEST_CASE("wakes that came to nothing double the window, up to 32 round trips") {
-    CHECK(spread_window({.round_trip = 1ms, .collided = 1}) == Micros(1000));
-    CHECK(spread_window({.round_trip = 1ms, .collided = 3}) == Micros(4000));
-    // The cap is 32 round trips, but at least 20 ms.
-    CHECK(spread_window({.round_trip = 1ms, .collided = 10}) == Micros(32000));
-    CHECK(spread_window({.round_trip = 100us, .collided = 10}) == Micros(20000));
-    // The unit is at least 200 us, however fast the servers.
-    CHECK(spread_window({.round_trip = 10us, .collided = 1}) == Micros(200));
 }

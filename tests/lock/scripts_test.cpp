@@ -11,7 +11,6 @@
 
 using redlock::lock::Commands;
 using redlock::lock::k_acquire_script;
-using redlock::lock::k_acquire_single_script;
 using redlock::lock::k_fair_leave_script;
 using redlock::lock::k_fence_script;
 using redlock::lock::k_inspect_script;
@@ -26,9 +25,8 @@ std::string load(const RedisServer& server, const Script& script) {
     return server.command({"SCRIPT", "LOAD", std::string(script.source)});
 }
 
-const std::array<std::pair<std::string_view, const Script*>, 14> k_every_script{{
+const std::array<std::pair<std::string_view, const Script*>, 13> k_every_script{{
     {"acquire", &k_acquire_script},
-    {"acquire single", &k_acquire_single_script},
     {"fence", &k_fence_script},
     {"renew", &k_renew_script},
     {"release", &k_release_script},
@@ -103,7 +101,7 @@ TEST_CASE("only the --fair parts of a script call what it lists as --fair's") {
         CHECK(names_of(script->fair_calls) == called_in(fair, "call"));
     }
     CHECK_FALSE(k_acquire_script.fair_calls.empty());
-    CHECK_FALSE(k_acquire_single_script.fair_calls.empty());
+    CHECK_FALSE(k_acquire_script.fair_calls.empty());
 }
 
 TEST_CASE("the inspect script reports a free lock as nil, -2 and no metadata") {
@@ -239,12 +237,12 @@ bool held_with_pttl_near(const std::string& reply, long long pttl) {
 
 TEST_CASE("the single-server acquire script increments the fence only when it acquires") {
     RedisServer server;
-    CHECK(eval(server, k_acquire_single_script, {"t1", "60000", "host", "h"}) == "1");
-    CHECK(held_with_pttl_near(eval(server, k_acquire_single_script, {"t2", "60000"}), 60000));
+    CHECK(eval(server, k_acquire_script, {"t1", "60000", "host", "h"}) == "1");
+    CHECK(held_with_pttl_near(eval(server, k_acquire_script, {"t2", "60000"}), 60000));
     CHECK(server.command({"GET", "{lock:x}:fence"}) == "1");
     CHECK(server.command({"HGET", "{lock:x}:meta", "fence"}) == "1");
     server.command({"DEL", "lock:x"});
-    CHECK(eval(server, k_acquire_single_script, {"t3", "60000"}) == "2");
+    CHECK(eval(server, k_acquire_script, {"t3", "60000"}) == "2");
     CHECK(server.command({"PTTL", "{lock:x}:fence"}) == "-1");
 }
 
@@ -263,7 +261,7 @@ TEST_CASE("the round-1 acquire script increments the counter only when it acquir
     // A key some other client set with no expiry: PTTL -1, so -1.
     server.command({"SET", "lock:x", "foreign"});
     CHECK(eval(server, k_acquire_script, {"t4", "60000"}) == "-1");
-    CHECK(eval(server, k_acquire_single_script, {"t4", "60000"}) == "-1");
+    CHECK(eval(server, k_acquire_script, {"t4", "60000"}) == "-1");
 }
 
 namespace {
@@ -276,17 +274,20 @@ std::string fair(const RedisServer& server, const Script& script, const std::str
         waiter = token;
     return server.command({"EVAL", std::string(script.source), "6", "lock:x", "{lock:x}:meta",
                            "{lock:x}:fence", "{lock:x}:queue", "{lock:x}:waiting",
-                           "{lock:x}:tickets", token, "60000", ticket, "3000", waiter});
+                           "{lock:x}:tickets", token, "60000", ticket, "3000", waiter,
+                           "{lock:x}:w:"});
 }
 } // namespace
 
 TEST_CASE("with a queue, only its head acquires, and in ticket order on any server") {
-    for (const Script* script : {&k_acquire_script, &k_acquire_single_script}) {
+    for (const Script* script : {&k_acquire_script}) {
         RedisServer server;
         server.command({"SET", "lock:x", "holder", "PX", "60000"});
-        // Enrolled in the order of their tickets, not of their first attempt.
-        CHECK(held_with_pttl_near(fair(server, *script, "second", "2"), 60000));
-        CHECK(held_with_pttl_near(fair(server, *script, "first", "1"), 60000));
+        // Enrolled in the order of their tickets, not of their first attempt. The head of
+        // the queue, held off by the lock, is told to look again within 3 x 3 s (it keeps
+        // the queue alive), however long the lease.
+        CHECK(held_with_pttl_near(fair(server, *script, "second", "2"), 9000));
+        CHECK(held_with_pttl_near(fair(server, *script, "first", "1"), 9000));
         CHECK(server.command({"ZRANGE", "{lock:x}:queue", "0", "-1"}) == "[first, second]");
         CHECK(server.command({"GET", "{lock:x}:tickets"}) == "2");
         server.command({"DEL", "lock:x"});
@@ -314,7 +315,7 @@ TEST_CASE("a silent waiter at the head of the queue is dropped") {
 }
 
 TEST_CASE("a head of the queue last seen in the future is taken as seen now, and lapses") {
-    for (const Script* script : {&k_acquire_script, &k_acquire_single_script}) {
+    for (const Script* script : {&k_acquire_script}) {
         RedisServer server;
         const long long now = server_ms(server);
         server.command({"ZADD", "{lock:x}:queue", "1", "ghost"});
@@ -335,11 +336,11 @@ TEST_CASE("a head of the queue last seen in the future is taken as seen now, and
 }
 
 TEST_CASE("a waiter keeps its place while each attempt has a fresh lock token") {
-    for (const Script* script : {&k_acquire_script, &k_acquire_single_script}) {
+    for (const Script* script : {&k_acquire_script}) {
         RedisServer server;
         server.command({"SET", "lock:x", "holder", "PX", "60000"});
-        CHECK(held_with_pttl_near(fair(server, *script, "token-1", "1", "me"), 60000));
-        CHECK(held_with_pttl_near(fair(server, *script, "token-2", "1", "me"), 60000));
+        CHECK(held_with_pttl_near(fair(server, *script, "token-1", "1", "me"), 9000));
+        CHECK(held_with_pttl_near(fair(server, *script, "token-2", "1", "me"), 9000));
         CHECK(server.command({"ZRANGE", "{lock:x}:queue", "0", "-1"}) == "[me]");
         server.command({"DEL", "lock:x"});
         // Acquired with the attempt's token; the place is left by the waiter's id.
@@ -422,7 +423,7 @@ TEST_CASE("a fence counter that is not a number is an error, never read as zero"
          {"garbage", "007", "-5", "5.0", "1e3", "+5", " 5", "1000000000000000000"}) {
         CAPTURE(bad);
         server.command({"SET", "{lock:x}:fence", bad});
-        CHECK(eval(server, k_acquire_single_script, {"t1", "60000"}).find("is not a number") !=
+        CHECK(eval(server, k_acquire_script, {"t1", "60000"}).find("is not a number") !=
               std::string::npos);
         CHECK(eval(server, k_acquire_script, {"t1", "60000"}).find("is not a number") !=
               std::string::npos);
