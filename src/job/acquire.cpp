@@ -100,24 +100,37 @@ void read_holder(lock::Lock& lock, std::string_view name, Waiting& state) {
         // costs five commands: in a crowd each waiter reads it once).
         const auto meta = lock::Keys::of_lock_key(key).meta;
         const std::array<std::string_view, 2> argv{"HGETALL", meta};
-        redis::request_all(lock.connections(), redis::encode_command(argv));
+        const std::string command = redis::encode_command(argv);
+        auto conns = lock.connections();
+        const auto now = Clock::now();
+        for (auto& c : conns)
+            c.start(command, {}, now);
         state.holder_read = false;
         state.holder.reset();
         state.other_holders = 0;
-        for (const auto& c : lock.connections()) {
-            const auto& o = c.outcome();
-            if (!o || !o->reply || o->reply->type != REDIS_REPLY_ARRAY || o->reply->elements == 0)
-                continue;
-            std::map<std::string, std::string> fields;
-            for (size_t i = 0; i + 1 < o->reply->elements; i += 2)
-                fields[std::string(redis::text(*o->reply->element[i]))] =
-                    std::string(redis::text(*o->reply->element[i + 1]));
-            if (auto who = lock::parse_holder(fields, fields["token"])) {
-                state.holder_read = true;
-                state.holder = std::move(who);
-                break;
+        // The first holder read, or none on a majority (a server frozen or down is not
+        // waited for).
+        (void)redis::wait(conns, [&] {
+            size_t answered = 0;
+            for (const auto& c : conns) {
+                const auto& o = c.outcome();
+                if (c.busy() || !o || !o->reply)
+                    continue;
+                ++answered;
+                if (o->reply->type != REDIS_REPLY_ARRAY || o->reply->elements == 0)
+                    continue;
+                std::map<std::string, std::string> fields;
+                for (size_t i = 0; i + 1 < o->reply->elements; i += 2)
+                    fields[std::string(redis::text(*o->reply->element[i]))] =
+                        std::string(redis::text(*o->reply->element[i + 1]));
+                if (auto who = lock::parse_holder(fields, fields["token"])) {
+                    state.holder_read = true;
+                    state.holder = std::move(who);
+                    return true;
+                }
             }
-        }
+            return answered >= lock::majority_of(conns.size());
+        });
         if (lock.fair())
             state.queue_position = lock.queue_position();
         return;

@@ -229,9 +229,9 @@ class AclTest(E2ETest):
         # A refused command stops locking; it does not hand a lock to two holders.
         self.assertIn("found: locking fails where commands are refused\n", self.doctor_stdout)
         self.assertEqual(acl["level"], "risk")
-        self.assertIn("may not run one of GET SET DEL INCR HSET PEXPIRE PTTL (run, acquire, "
+        self.assertIn("may not run one of PTTL GET SET DEL INCR HSET PEXPIRE (run, acquire, "
                       "extend and release fail)", acl["message"])
-        self.assertIn("ACL SETUSER locker +get +set +del +incr +hset +pexpire", acl["message"])
+        self.assertIn("ACL SETUSER locker +pttl +get +set +del +incr +hset +pexpire", acl["message"])
         self.assertTrue(text.startswith("RISK acl"), text)
         # With DRYRUN, or MULTI (commands queued, then discarded), PEXPIRE is named.
         for extra, how in ((self.DRYRUN, "checked with"),
