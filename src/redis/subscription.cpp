@@ -65,10 +65,21 @@ void Subscription::start_subscribe() {
 void Subscription::subscribe() {
     start_subscribe();
     const size_t majority = m_conns.size() / 2 + 1;
-    (void)wait(m_conns, [&] {
-        collect();
-        return live() >= majority;
-    });
+    // Once a majority is subscribed, the others get a moment more (a server frozen or far
+    // away costs that, not its timeouts): a subscription still connecting when the round
+    // is decided would be abandoned, and that server not listened to until the next wake.
+    std::optional<Clock::time_point> until;
+    (void)wait(
+        m_conns,
+        [&] {
+            collect();
+            if (live() < majority)
+                return false;
+            if (!until)
+                until = Clock::now() + k_stragglers;
+            return Clock::now() >= *until;
+        },
+        -1, &until);
     collect();
 }
 
@@ -109,8 +120,8 @@ bool Subscription::read_notices(size_t i, std::string_view bytes) {
             reply->element[2]->type == REDIS_REPLY_STRING &&
             reply->element[3]->type == REDIS_REPLY_STRING) {
             if (m_messages.size() < 1024)
-                m_messages.push_back(
-                    Message{i, std::string(text(*reply->element[2])), std::string(text(*reply->element[3]))});
+                m_messages.push_back(Message{i, std::string(text(*reply->element[2])),
+                                             std::string(text(*reply->element[3]))});
             m_released = true;
             continue;
         }

@@ -38,14 +38,14 @@ class Subscription {
         std::string channel;
         std::string payload;
     };
-    [[nodiscard]] std::vector<Message> take_messages() {
-        return std::exchange(m_messages, {});
-    }
+    [[nodiscard]] std::vector<Message> take_messages() { return std::exchange(m_messages, {}); }
 
     // SUBSCRIBE on every server not subscribed yet (or lost since), all at once; returns
-    // once a majority of the servers are subscribed or every attempt has ended. A server
+    // once every attempt has ended, or k_stragglers after a majority of the servers are
+    // subscribed. A server
     // that refused (an ACL allowing no channels), or sent junk, is not asked again.
     void subscribe();
+    static constexpr Clock::duration k_stragglers = std::chrono::milliseconds(20);
     // Subscribed now, on how many servers.
     [[nodiscard]] size_t live() const;
     // Whether a server not subscribed could still be (not refused).
