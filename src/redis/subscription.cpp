@@ -119,8 +119,8 @@ bool Subscription::read_notices(size_t i, std::string_view bytes) {
             reply->element[2]->type == REDIS_REPLY_STRING &&
             reply->element[3]->type == REDIS_REPLY_STRING) {
             if (m_messages.size() < 1024)
-                m_messages.push_back(
-                    Message{i, std::string(text(*reply->element[2])), std::string(text(*reply->element[3]))});
+                m_messages.push_back(Message{i, std::string(text(*reply->element[2])),
+                                             std::string(text(*reply->element[3]))});
             m_released = true;
             continue;
         }
@@ -160,7 +160,8 @@ bool Subscription::read_notices(size_t i, std::string_view bytes) {
             // came meanwhile; the waiter then looks before it tries.
             if (id.ends_with(" next")) {
                 id.resize(id.size() - 5);
-                if (!m_standby && std::ranges::find(m_recent_releases, id) == m_recent_releases.end())
+                if (!m_standby &&
+                    std::ranges::find(m_recent_releases, id) == m_recent_releases.end())
                     m_standby = Pending{std::move(id), Clock::now() + k_standby};
                 continue;
             }

@@ -39,9 +39,7 @@ class Subscription {
         std::string channel;
         std::string payload;
     };
-    [[nodiscard]] std::vector<Message> take_messages() {
-        return std::exchange(m_messages, {});
-    }
+    [[nodiscard]] std::vector<Message> take_messages() { return std::exchange(m_messages, {}); }
 
     // SUBSCRIBE on every server not subscribed yet (or lost since), all at once; returns
     // once every attempt has ended, or k_stragglers after a majority of the servers are
