@@ -223,15 +223,16 @@ class Watch {
                     most = std::max(most, of(*o->reply));
             return most;
         };
-        auto integer = [](const redisReply& r) { return r.type == REDIS_REPLY_INTEGER ? r.integer : 0; };
+        auto integer = [](const redisReply& r) {
+            return r.type == REDIS_REPLY_INTEGER ? r.integer : 0;
+        };
         const std::array<std::string_view, 3> numsub{"PUBSUB", "NUMSUB", keys.released};
         const std::array<std::string_view, 2> listed{"ZCARD", keys.waiters};
         const std::array<std::string_view, 2> queued{"ZCARD", keys.queue};
-        w.waiters = largest(listed, integer) + largest(numsub, [&](const redisReply& r) {
-                        return r.type == REDIS_REPLY_ARRAY && r.elements == 2
-                                   ? integer(*r.element[1])
-                                   : 0;
-                    });
+        w.waiters =
+            largest(listed, integer) + largest(numsub, [&](const redisReply& r) {
+                return r.type == REDIS_REPLY_ARRAY && r.elements == 2 ? integer(*r.element[1]) : 0;
+            });
         w.queue = largest(queued, integer);
         auto it = m_locks.find(name);
         const bool was_held = it != m_locks.end() && it->second.view.state != lock::LockState::free;

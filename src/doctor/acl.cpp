@@ -159,8 +159,8 @@ std::vector<AclProbe> acl_dryrun_probes(const ProbeKeys& k, const config::Server
         out.push_back({feature, std::move(argv), {}, {}});
     };
 
-    add(run, script(lock::k_acquire_script, lock_keys,
-                    {token, k_ttl, k_holder_field, k_holder_value}));
+    add(run,
+        script(lock::k_acquire_script, lock_keys, {token, k_ttl, k_holder_field, k_holder_value}));
     for (const auto& key : {k.lock, k.fence})
         add(run, {"GET", key});
     add(run, {"SET", k.lock, token, "NX", "PX", k_ttl});
@@ -194,9 +194,9 @@ std::vector<AclProbe> acl_dryrun_probes(const ProbeKeys& k, const config::Server
     add(waiting, {"PEXPIRE", k.waiters, k_ttl});
     add(numsub, {"PUBSUB", "NUMSUB", k.wake_channel});
 
-    add(fair, script(lock::k_acquire_script,
-                     {k.lock, k.meta, k.fence, k.queue, k.waiting, k.tickets},
-                     {token, k_ttl, "1", k_ttl, token, k.wake}));
+    add(fair,
+        script(lock::k_acquire_script, {k.lock, k.meta, k.fence, k.queue, k.waiting, k.tickets},
+               {token, k_ttl, "1", k_ttl, token, k.wake}));
     add(fair, {"INCR", k.tickets});
     add(fair, {"ZRANK", k.queue, token});
     add(fair, {"ZRANGE", k.queue, "0", "7"});
@@ -276,14 +276,13 @@ std::vector<AclProbe> acl_probe_round1(const ProbeKeys& k, const config::ServerC
     std::vector<AclProbe> out;
     // The acquisition first: the probe lock is then held, with metadata, by our token, so
     // that every script after it takes its full path.
-    out.push_back({run,
-                   script(lock::k_acquire_script, lock_keys,
-                          {token, k_ttl, k_holder_field, k_holder_value}),
-                   calls_of(lock::k_acquire_script), lock_keys});
+    out.push_back(
+        {run,
+         script(lock::k_acquire_script, lock_keys, {token, k_ttl, k_holder_field, k_holder_value}),
+         calls_of(lock::k_acquire_script), lock_keys});
     // With the channels, as extend sends them: the script then reads the PTTL too.
     const std::vector<std::string> wake_keys{k.lock, k.meta, k.fence, k.waiters, k.queue};
-    out.push_back({run,
-                   script(lock::k_renew_script, wake_keys, {token, k_ttl, k.channel, k.wake}),
+    out.push_back({run, script(lock::k_renew_script, wake_keys, {token, k_ttl, k.channel, k.wake}),
                    calls_of(lock::k_renew_script), wake_keys});
     // The key patterns alone: EVAL checks the keys it is given before the script runs.
     for (const auto& key : {k.lock, k.meta})
@@ -343,18 +342,16 @@ std::vector<AclProbe> acl_probe_round2(const ProbeKeys& k, const std::string& to
                    script(lock::k_finish_slot_script, {k.slot}, {token, "0", k_ttl}),
                    calls_of(lock::k_finish_slot_script),
                    {k.slot}});
-    out.push_back({run,
-                   script(lock::k_release_script, release_keys, {token, k.channel, k.wake}),
+    out.push_back({run, script(lock::k_release_script, release_keys, {token, k.channel, k.wake}),
                    calls_of(lock::k_release_script), release_keys});
     // --fair: a fresh acquisition through the queue (our ticket 1: the counter may be
     // anything, the queue is ours alone), its release, and leaving the queue.
-    out.push_back({fair,
-                   script(lock::k_acquire_script, fair_keys,
-                          {token, k_ttl, "1", k_ttl, token, k.wake, k_holder_field,
-                           k_holder_value}),
-                   fair_calls_of(lock::k_acquire_script), fair_keys});
-    out.push_back({fair,
-                   script(lock::k_release_script, release_keys, {token, k.channel, k.wake}),
+    out.push_back(
+        {fair,
+         script(lock::k_acquire_script, fair_keys,
+                {token, k_ttl, "1", k_ttl, token, k.wake, k_holder_field, k_holder_value}),
+         fair_calls_of(lock::k_acquire_script), fair_keys});
+    out.push_back({fair, script(lock::k_release_script, release_keys, {token, k.channel, k.wake}),
                    calls_of(lock::k_release_script), release_keys});
     out.push_back({fair,
                    script(lock::k_fair_leave_script, {k.queue, k.waiting}, {token, k.wake}),
@@ -368,10 +365,10 @@ std::vector<AclProbe> acl_probe_round2(const ProbeKeys& k, const std::string& to
     out.push_back({limit,
                    script(lock::k_renew_permit_script, permit_keys, {token, k_ttl, k.channel}),
                    calls_of(lock::k_renew_permit_script), permit_keys});
-    out.push_back({limit,
-                   script(lock::k_release_permit_script, permit_release_keys,
-                          {token, k.channel, k.wake}),
-                   calls_of(lock::k_release_permit_script), permit_release_keys});
+    out.push_back(
+        {limit,
+         script(lock::k_release_permit_script, permit_release_keys, {token, k.channel, k.wake}),
+         calls_of(lock::k_release_permit_script), permit_release_keys});
     return out;
 }
 

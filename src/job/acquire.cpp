@@ -373,13 +373,13 @@ util::Expected<Acquisition> wait_and_acquire(lock::Lock& lock, std::string_view 
         }
         const bool listening = notices && notices->live() > 0;
         auto until = sleep_until({.now = now,
-                                        .expiry = expiry,
-                                        .listening = listening,
-                                        .too_slow = too_slow > 0,
-                                        // the queue wakes its head on its own channel
-                                        .fair = lock.fair() && !(listening && lock.enlisted()),
-                                        .give_up = give_up},
-                                       random_jitter);
+                                  .expiry = expiry,
+                                  .listening = listening,
+                                  .too_slow = too_slow > 0,
+                                  // the queue wakes its head on its own channel
+                                  .fair = lock.fair() && !(listening && lock.enlisted()),
+                                  .give_up = give_up},
+                                 random_jitter);
         // Who holds it: when the wait starts, and after a release gave it to someone else,
         // but not more than once a second (the terminal line's pace).
         if (too_slow == 0 && (!waiting || (noticed && now - holder_read >= 1s))) {

@@ -28,9 +28,9 @@ using Jitter = std::function<Millis(Millis low, Millis high)>;
 
 struct SleepInput {
     Clock::time_point now;
-    std::optional<Millis> expiry{};             // until_expiry, or the leader's PTTL
-    bool listening = false;                     // release notices are heard on some server
-    bool too_slow = false;                      // the last attempt's round trips ate the lease
+    std::optional<Millis> expiry{}; // until_expiry, or the leader's PTTL
+    bool listening = false;         // release notices are heard on some server
+    bool too_slow = false;          // the last attempt's round trips ate the lease
     bool fair = false; // --fair without a wake channel: the place in the queue needs beats
     std::optional<Clock::time_point> give_up{}; // --wait
 };

@@ -18,9 +18,9 @@ using Vote = ServerResult::Vote;
 
 void Lock::enlist() {
     if (!m_enlisted_at)
-        m_enlisted_at = std::chrono::duration_cast<Millis>(
-                            std::chrono::system_clock::now().time_since_epoch())
-                            .count();
+        m_enlisted_at =
+            std::chrono::duration_cast<Millis>(std::chrono::system_clock::now().time_since_epoch())
+                .count();
 }
 
 bool Lock::listed() {

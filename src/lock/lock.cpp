@@ -185,8 +185,8 @@ util::Expected<AcquireResult> Lock::acquire_key(int interrupt_fd, bool leader_fi
                                  m_waiter, m_name.wake});
     } else if (m_enlisted_at && m_limit == 0) { // on the wait list, by when we started waiting
         keys.push_back(m_name.waiters);
-        args.insert(args.end(), {std::to_string(*m_enlisted_at), m_listed ? "1" : "0", m_waiter,
-                                 m_name.wake});
+        args.insert(args.end(),
+                    {std::to_string(*m_enlisted_at), m_listed ? "1" : "0", m_waiter, m_name.wake});
         m_listed = true;
     }
     args.insert(args.end(), m_holder.begin(), m_holder.end());
@@ -437,9 +437,9 @@ std::vector<ServerResult> Lock::release(ReleaseWait until, const std::vector<boo
     // Always EVAL: stragglers are abandoned without waiting for their reply, so the request
     // must work without a NOSCRIPT fallback even on a server whose connection survived a
     // restart unnoticed.
-    send_all(script_call(m_limit == 0 ? k_release_script : k_release_permit_script, false, keys,
-                         args),
-             {}, Clock::now(), only, record ? history_command(*record) : std::string());
+    send_all(
+        script_call(m_limit == 0 ? k_release_script : k_release_permit_script, false, keys, args),
+        {}, Clock::now(), only, record ? history_command(*record) : std::string());
     // Done once a majority answered: a frozen server is not waited on (the key there
     // expires by its TTL; the request, written, runs when it thaws), and a server still
     // being connected to gets its release from a detached process instead of costing us

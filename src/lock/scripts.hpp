@@ -120,11 +120,11 @@ inline constexpr auto k_fair_leave = fair_only(fragment(R"lua(  if #KEYS == 6 th
   end
 )lua",
                                                         {.calls = {"zrem"}}));
-inline constexpr auto k_waiter_leave =
-    join(fragment(R"lua(  if #KEYS == 4 and ARGV[4] == "1" then redis.pcall("zrem", KEYS[4], ARGV[5]) end
+inline constexpr auto k_waiter_leave = join(
+    fragment(R"lua(  if #KEYS == 4 and ARGV[4] == "1" then redis.pcall("zrem", KEYS[4], ARGV[5]) end
 )lua",
-                  {.pcalls = {"zrem"}}),
-         k_fair_leave);
+             {.pcalls = {"zrem"}}),
+    k_fair_leave);
 
 // An acquire script's "held" reply, -2 - PTTL: the lock's remaining ms (-1: no expiry).
 [[nodiscard]] constexpr long long held_pttl(long long reply) {
@@ -261,14 +261,13 @@ elseif redis.call("exists", KEYS[1]) == 1 then
 end
 )lua",
                                                 {.calls = {"get", "del", "exists"}});
-inline constexpr auto k_release_notice =
-    join(k_wake, fragment(R"lua(if ARGV[2] then
+inline constexpr auto k_release_notice = join(k_wake, fragment(R"lua(if ARGV[2] then
   local payload = "released " .. redis.sha1hex(ARGV[1]):sub(1, 12)
   redis.pcall("publish", ARGV[2], payload)
   if ARGV[3] then wake({KEYS[#KEYS - 1], KEYS[#KEYS]}, ARGV[3], payload) end
 end
 return deleted)lua",
-                          {.pcalls = {"publish"}}));
+                                                               {.pcalls = {"publish"}}));
 inline constexpr auto k_release_text = compose(k_release_head, k_release_notice);
 inline constexpr Script k_release_script = script(k_release_text);
 
@@ -427,13 +426,13 @@ inline constexpr Script k_release_permit_script = script(k_release_permit_text);
 // --fair: leave the queue (KEYS[1] queue, KEYS[2] last attempts; ARGV[1] the waiter's id,
 // ARGV[2] the wake channels' prefix), when a waiter gives up. One of the first two leaving
 // may have been the one a release woke: the next ones are woken in its place.
-inline constexpr auto k_fair_leave_text = compose(
-    k_wake, fragment(R"lua(local rank = redis.call("zrank", KEYS[1], ARGV[1])
+inline constexpr auto k_fair_leave_text =
+    compose(k_wake, fragment(R"lua(local rank = redis.call("zrank", KEYS[1], ARGV[1])
 redis.call("zrem", KEYS[2], ARGV[1])
 local left = redis.call("zrem", KEYS[1], ARGV[1])
 if rank and rank < 2 and ARGV[2] then wake({KEYS[1]}, ARGV[2], "released " .. redis.sha1hex(ARGV[1]):sub(1, 12)) end
 return left)lua",
-                     {.calls = {"zrank", "zrem"}}));
+                             {.calls = {"zrank", "zrem"}}));
 inline constexpr Script k_fair_leave_script = script(k_fair_leave_text);
 
 // The history of a name (lock/keys.hpp: {<key>}:history, a stream), one entry per run that

@@ -69,8 +69,8 @@ TEST_CASE("without a primary server a release wakes once a majority has announce
     CHECK(wakes(sub, b, "released 0123456789ab"));
     // Heard again (a server announcing twice): no news.
     CHECK_FALSE(wakes(sub, a, "released 0123456789ab"));
-    CHECK(wakes(sub, a, "released")); // 0.1's releases say no id
-    CHECK(wakes(sub, b, "4"));        // nor a bare count
+    CHECK(wakes(sub, a, "released"));       // 0.1's releases say no id
+    CHECK(wakes(sub, b, "4"));              // nor a bare count
     CHECK_FALSE(wakes(sub, a, "acquired")); // someone won: nothing to wake for
 }
 
