@@ -110,7 +110,7 @@ void read_holder(lock::Lock& lock, std::string_view name, Waiting& state) {
         state.other_holders = 0;
         // The first holder read, or none on a majority (a server frozen or down is not
         // waited for).
-        (void)redis::wait(conns, [&] {
+        auto decided = [&] {
             size_t answered = 0;
             for (const auto& c : conns) {
                 const auto& o = c.outcome();
@@ -130,7 +130,10 @@ void read_holder(lock::Lock& lock, std::string_view name, Waiting& state) {
                 }
             }
             return answered >= lock::majority_of(conns.size());
-        });
+        };
+        (void)redis::wait(conns, decided);
+        if (!state.holder_read)
+            (void)decided(); // the last reply may have ended the round unjudged
         if (lock.fair())
             state.queue_position = lock.queue_position();
         return;

@@ -33,7 +33,7 @@ bool Lock::listed() {
     size_t found = 0;
     size_t missing = 0;
     const size_t majority = majority_of(m_conns.size());
-    (void)redis::wait(m_conns, [&] {
+    auto decided = [&] {
         found = missing = 0;
         for (const auto& c : m_conns)
             if (!c.busy() && c.outcome() && c.outcome()->reply) {
@@ -42,7 +42,9 @@ bool Lock::listed() {
                 missing += type == REDIS_REPLY_NIL;
             }
         return found >= majority || missing > m_conns.size() - majority;
-    });
+    };
+    (void)redis::wait(m_conns, decided);
+    (void)decided(); // the last reply may have ended the round unjudged
     return found >= majority;
 }
 
