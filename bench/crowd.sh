@@ -137,22 +137,21 @@ sample_runnable() {
     done >"$1"
 }
 
-# Prints the user + system seconds of this shell's children so far.
+# Writes the user + system seconds of this shell's children so far to file $1. Not in a
+# command substitution: there `times` would count the subshell's children, none.
 children_cpu() {
-    local t
-    times >"$bench_tmp/times" # in this shell: in a pipeline it would count a subshell's
-    t=$(tail -n 1 "$bench_tmp/times") # "1m2.5s 0m0.4s": children's user, system
+    times >"$bench_tmp/times"
     python3 -c '
 import re, sys
-total = 0.0
-for m, s in re.findall(r"(\d+)m([\d.]+)s", sys.argv[1]):
-    total += int(m) * 60 + float(s)
-print(f"{total:.3f}")' "$t"
+t = open(sys.argv[1]).read().splitlines()[-1]  # "1m2.5s 0m0.4s": children user, system
+total = sum(int(m) * 60 + float(s) for m, s in re.findall(r"(\d+)m([\d.]+)s", t))
+print(f"{total:.3f}")
+' "$bench_tmp/times" >"$1"
 }
 
 # crowd ROUND N KIND: KIND is "flock", or "BINARY, S server(s)[, --fair]".
 crowd() {
-    local round=$1 n=$2 kind=$3 i t0 t1 cpu0 cpu1 key failed=0 rc
+    local round=$1 n=$2 kind=$3 i t0 t1 key failed=0 rc
     local cmd=()
     local servers=1 b=$bin
     [[ $kind == baseline* ]] && b=$base
@@ -170,7 +169,7 @@ crowd() {
     for p in "${ports[@]}"; do redis-cli -p "$p" CONFIG RESETSTAT >/dev/null; done
     sample_runnable "$bench_tmp/runnable" &
     sampler=$!
-    cpu0=$(children_cpu)
+    children_cpu "$bench_tmp/cpu0"
     t0=${EPOCHREALTIME//[!0-9]/}
     for ((i = 0; i < n; i++)); do
         "${cmd[@]}" >/dev/null 2>"$bench_tmp/bg.$i.err" &
@@ -191,7 +190,7 @@ crowd() {
     kill "$sampler" 2>/dev/null
     wait "$sampler" 2>/dev/null || true
     sampler=
-    cpu1=$(children_cpu)
+    children_cpu "$bench_tmp/cpu1"
     local most=0 calls
     if [[ $kind != flock ]]; then
         for ((i = 0; i < servers; i++)); do
@@ -202,7 +201,7 @@ crowd() {
         done
     fi
     python3 - "$raw" "$n" "$round" "$kind" $((t1 - t0)) "$most" "$bench_tmp/runnable" \
-        "$cpu0" "$cpu1" "$failed" <<'PY'
+        "$(<"$bench_tmp/cpu0")" "$(<"$bench_tmp/cpu1")" "$failed" <<'PY'
 import statistics, sys
 raw, n, rnd, kind, wall, most, runnable, cpu0, cpu1, failed = sys.argv[1:]
 samples = [int(x) for x in open(runnable).read().split()] or [0]
