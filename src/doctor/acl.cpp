@@ -18,6 +18,7 @@ enum Feature : size_t {
     evalsha,
     status,
     waiting,
+    wake,
     numsub,
     fair,
     once_per,
@@ -134,6 +135,8 @@ std::vector<AclFeature> acl_features(const config::ServerConfig& server) {
     features[status] = {Level::note, "status, list and release --force fail"};
     features[waiting] = {Level::note,
                          "waiters poll every 20-200ms instead of being woken by the release"};
+    features[wake] = {Level::note, "waiters listen to the release channel instead, and each "
+                                   "release wakes them all"};
     features[numsub] = {Level::note, "a --fair waiter asleep at the head of the queue is "
                                      "dropped as gone after 3s"};
     features[fair] = {Level::note, "--fair fails"};
@@ -184,14 +187,16 @@ std::vector<AclProbe> acl_dryrun_probes(const ProbeKeys& k, const config::Server
     add(status, {"GET", k.limit});
 
     add(waiting, {"PUBLISH", k.channel, "released"});
-    add(waiting, {"SUBSCRIBE", k.wake_channel});
-    add(waiting, {"PUBLISH", k.wake_channel, "released"});
-    add(waiting, script(lock::k_acquire_script, {k.lock, k.meta, k.fence, k.waiters},
-                        {token, k_ttl, "1", "0", token, k.wake}));
-    add(waiting, {"ZADD", k.waiters, "1", token});
-    add(waiting, {"ZRANGE", k.waiters, "0", "7"});
-    add(waiting, {"ZREM", k.waiters, token});
-    add(waiting, {"PEXPIRE", k.waiters, k_ttl});
+    add(waiting, {"SUBSCRIBE", k.channel});
+    add(wake, {"SUBSCRIBE", k.wake_channel});
+    add(wake, {"PUBLISH", k.wake_channel, "released"});
+    add(wake, script(lock::k_acquire_script, {k.lock, k.meta, k.fence, k.waiters},
+                     {token, k_ttl, "1", "0", token, k.wake}));
+    add(wake, {"ZADD", k.waiters, "1", token});
+    add(wake, {"ZSCORE", k.waiters, token});
+    add(wake, {"ZRANGE", k.waiters, "0", "7"});
+    add(wake, {"ZREM", k.waiters, token});
+    add(wake, {"PEXPIRE", k.waiters, k_ttl});
     add(numsub, {"PUBSUB", "NUMSUB", k.wake_channel});
 
     add(fair,
@@ -292,8 +297,8 @@ std::vector<AclProbe> acl_probe_round1(const ProbeKeys& k, const config::ServerC
                    calls_of(lock::k_inspect_script), lock_keys});
     // No one waits on the probe lock's channel: the message wakes nobody.
     out.push_back({waiting, {"PUBLISH", k.channel, "redlock-doctor"}, {}, {}});
-    out.push_back({waiting, {"PUBLISH", k.wake_channel, "redlock-doctor"}, {}, {}});
-    out.push_back({waiting, {"ZRANGE", k.waiters, "0", "7"}, {}, {k.waiters}});
+    out.push_back({wake, {"PUBLISH", k.wake_channel, "redlock-doctor"}, {}, {}});
+    out.push_back({wake, {"ZRANGE", k.waiters, "0", "7"}, {}, {k.waiters}});
     out.push_back({numsub, {"PUBSUB", "NUMSUB", k.wake_channel}, {}, {}});
     out.push_back({fair, {"INCR", k.tickets}, {}, {k.tickets}});
     out.push_back({fair, {"ZRANK", k.queue, token}, {}, {k.queue}});
@@ -373,7 +378,7 @@ std::vector<AclProbe> acl_probe_round2(const ProbeKeys& k, const std::string& to
 }
 
 AclProbe acl_subscribe_probe(const ProbeKeys& k) {
-    return {waiting, {"SUBSCRIBE", k.wake_channel}, {}, {}};
+    return {wake, {"SUBSCRIBE", k.wake_channel}, {}, {}};
 }
 
 std::optional<AclRefusal> parse_acl_refusal(std::string_view reply) {

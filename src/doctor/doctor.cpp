@@ -217,7 +217,7 @@ void check_acl(std::span<Connection> conns, std::vector<ServerReport>& reports,
             for (const auto& p : probes[i])
                 pipes[i].push_back(p.argv);
             if (trailing_unsubscribe > 0)
-                pipes[i].push_back({"UNSUBSCRIBE", keys.channel});
+                pipes[i].push_back({"UNSUBSCRIBE", keys.wake_channel});
         }
         auto got = ask_pipelines(conns, reports, pipes);
         for (size_t i = 0; i < n; ++i)

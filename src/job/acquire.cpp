@@ -442,9 +442,10 @@ util::Expected<Acquisition> acquire(lock::Lock& lock, std::string_view name,
         observer.interrupted(result->signal);
     // A waiter that stops waiting gives its place up at once. One that acquired has left
     // the queue where it set the lock; over several servers, there may be others where its
-    // attempt found the lock still held, and its place there would hold up the next.
+    // attempt found the lock still held, and its place there would hold up the next. (Its
+    // place on the wait list there costs the next release a look: it is not left for.)
     if (!result || result->outcome != Acquisition::Outcome::acquired ||
-        lock.connections().size() > 1)
+        (lock.fair() && lock.connections().size() > 1))
         lock.leave_queue();
     return result;
 }

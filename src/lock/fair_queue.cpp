@@ -9,6 +9,7 @@
 #include "lock/lock.hpp"
 #include "lock/scripts.hpp"
 #include "redis/fanout.hpp"
+#include "redis/subscription.hpp"
 #include "util/format.hpp"
 #include "util/random.hpp"
 
@@ -30,9 +31,14 @@ bool Lock::listed() {
     const std::string command = redis::encode_command(argv);
     for (auto& c : m_conns)
         c.start(command, {}, now);
+    // Listed where asked: on a majority, and missing nowhere that answered within a moment
+    // of it. Missing on one server, a release there took us off (we were not subscribed
+    // yet): an attempt puts us back, or that server would wake the next instead of us, and
+    // --fair's head there would be another than on the rest.
     size_t found = 0;
     size_t missing = 0;
     const size_t majority = majority_of(m_conns.size());
+    std::optional<Clock::time_point> until;
     auto decided = [&] {
         found = missing = 0;
         for (const auto& c : m_conns)
@@ -41,11 +47,15 @@ bool Lock::listed() {
                 found += type == REDIS_REPLY_STRING;
                 missing += type == REDIS_REPLY_NIL;
             }
-        return found >= majority || missing > m_conns.size() - majority;
+        if (missing > 0)
+            return true;
+        if (found >= majority && !until)
+            until = Clock::now() + redis::Subscription::k_stragglers;
+        return until && Clock::now() >= *until;
     };
-    (void)redis::wait(m_conns, decided);
+    (void)redis::wait(m_conns, decided, -1, &until);
     (void)decided(); // the last reply may have ended the round unjudged
-    return found >= majority;
+    return missing == 0 && found >= majority;
 }
 
 bool Lock::looks_free() {
@@ -111,8 +121,16 @@ std::optional<long long> Lock::queue_position() {
 }
 
 void Lock::leave_queue() {
-    if (!m_ticket)
+    if (!m_ticket) {
+        if (!m_listed)
+            return;
+        // The wait list: best effort, as a release that finds nobody on our channel takes
+        // us off it anyway (it then looks at the next waiter instead).
+        const std::array<std::string_view, 3> argv{"ZREM", m_name.waiters, m_waiter};
+        (void)integers_from_majority(redis::encode_command(argv));
+        m_listed = false;
         return;
+    }
     const std::array<std::string, 2> keys{queue_key(), waiting_key()};
     const std::array<std::string, 2> args{m_waiter, m_name.wake};
     // Best effort: a place not given up here lapses by itself within k_drop_waiter.

@@ -124,7 +124,8 @@ class Lock {
     // --fair: takes a place in the queue of waiters (a ticket, the largest of the servers'
     // INCR over a majority); from then on every acquire() keeps that place alive and goes
     // on only at the head of the queue. leave_queue() gives the place up (a waiter that
-    // stops waiting); acquiring leaves it by itself.
+    // stops waiting), or without --fair the place on the wait list; acquiring leaves it
+    // by itself.
     [[nodiscard]] util::Expected<long long> take_ticket();
     void leave_queue();
     // Our place in the queue, 0 at its head, as a majority of the servers see it.

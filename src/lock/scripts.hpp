@@ -95,7 +95,7 @@ inline constexpr auto k_fair_enrol = fair_only(
     local alive = seen and seen > now - patience
     if seen and not alive and seen % 1 == 0 then
       local n = redis.pcall("pubsub", "numsub", ARGV[6] .. head)
-      if type(n) == "table" and tonumber(n[2]) > 0 then
+      if type(n) == "table" and not n.err and tonumber(n[2] or 0) > 0 then
         seen = now + 0.5
         redis.call("zadd", KEYS[5], "XX", seen, head)
         redis.pcall("publish", ARGV[6] .. head, "released " .. redis.sha1hex(ARGV[1]):sub(1, 12))

@@ -60,7 +60,8 @@ class WaitingTest(E2ETest):
         self.assertTrue(pid_alive(waiter.pid))
         self.assertEqual(h.release(), 0)
         self.assertEqual(waiter.wait(30), 0, waiter.stderr)
-        # The first attempt, the one right after subscribing, and the one the release woke.
+        # The first attempt (which put it on the wait list) and the one the release woke;
+        # one more if a release took it off the list before it had subscribed.
         self.assertLessEqual(attempts_of(waiter.stderr), 3, waiter.stderr)
 
     def test_a_waiter_records_when_it_acquired_not_when_it_started_waiting(self):
@@ -134,11 +135,24 @@ class WaitingTest(E2ETest):
         self.assertEqual(h.release(), 0)
         for w in waiters[1:]:
             self.assertEqual(w.wait(60), 0, w.stderr)
-        # Each waiter tried once to find it held, once more as it enlisted; then each release
-        # woke two (one, for the last): 8 + 2 + 2 + 2 + 1. A crowd woken by every release
-        # would have tried 4 + 3 + 2 + 1 times more, and polling many more.
+        # Each waiter tried once to find it held (and go on the list); then each release
+        # woke two (one, for the last): 4 + 2 + 2 + 2 + 1, at most 15 with a second try
+        # each where a check after subscribing finds it off the list. A crowd woken by every
+        # release would have tried 4 + 3 + 2 + 1 times more, and polling many more.
         self.assertLessEqual(sum(attempts_of(w.stderr) for w in waiters[1:]), 15)
         self.assertEqual(int(self.server.command("ZCARD", "{lock:job}:waiters")), 0)
+
+    def test_a_waiter_that_gives_up_leaves_the_wait_list(self):
+        h = self.holder(["-k", "job", "-t", "1m"], global_args=self.args).wait_ready()
+        waiter = self.start_waiter(wait="1s")
+        self.wait_subscribed(proc=waiter)
+        self.assertEqual(waiter.wait(30), 75, waiter.stderr)
+        self.assertEqual(int(self.server.command("ZCARD", "{lock:job}:waiters")), 0)
+        # A -n run never goes on it.
+        r = self.run_redlock(self.args + ["run", "-n", "-k", "job", "--", "true"])
+        self.assertStatus(r, 75)
+        self.assertEqual(int(self.server.command("ZCARD", "{lock:job}:waiters")), 0)
+        self.assertEqual(h.release(), 0)
 
     def test_without_channel_permission_waiters_still_get_the_lock(self):
         server = self.redis_server(acl_user=(USER, PASSWORD,
