@@ -47,6 +47,8 @@ KEY = f"lock:{NAME}"
 FENCE_KEY = f"{{lock:{NAME}}}:fence"
 QUEUE_KEYS = {f"{{lock:{NAME}}}:{k}" for k in ("queue", "waiting", "tickets")}
 QUEUE_TTL_MS = 30_000
+WAITERS_KEY = f"{{lock:{NAME}}}:waiters"
+WAITERS_TTL_MS = 2 * 3_600_000  # the wait list expires 2 h after its last newcomer
 HISTORY_KEY = f"{{lock:{NAME}}}:history"
 HISTORY_TTL_MS = 30 * 86_400_000  # history_max_age's default
 PROGRAM = os.path.join(HERE, "program.py")
@@ -1155,7 +1157,8 @@ def mixed(n, seconds, top_seed, clients=5, only=None):
         # Nothing left behind but the fence counter (no TTL by design): the lock and its
         # metadata are deleted or expire within the TTL; the --fair queue's keys expire
         # 10 x the 3 s drop time after their last use, so those must have a TTL within it;
-        # the history stream is kept on purpose, and expires with its max age.
+        # the history stream is kept on purpose, and expires with its max age; the wait
+        # list keeps a killed waiter until a release finds nobody on its channel, or 2 h.
         leftovers = None
         deadline = time.monotonic() + (2 * MAX_TTL + 8.0) * SLACK
         while True:
@@ -1163,7 +1166,8 @@ def mixed(n, seconds, top_seed, clients=5, only=None):
             for i, ks in world.keys().items():
                 bad = {k: t for k, t in ks.items() if k != FENCE_KEY and not (
                     k in QUEUE_KEYS and 0 < t <= QUEUE_TTL_MS) and not (
-                    k == HISTORY_KEY and 0 < t <= HISTORY_TTL_MS)} if ks else {}
+                    k == HISTORY_KEY and 0 < t <= HISTORY_TTL_MS) and not (
+                    k == WAITERS_KEY and 0 < t <= WAITERS_TTL_MS)} if ks else {}
                 if bad:
                     leftovers[i] = bad
             if not leftovers or time.monotonic() > deadline:
