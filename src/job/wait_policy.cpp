@@ -36,7 +36,7 @@ Clock::time_point sleep_until(const SleepInput& in, const Jitter& jitter) {
     if (in.too_slow || !in.listening)
         until = in.now + jitter(20ms, 200ms);
     else
-        until = in.now + std::min<Millis>(in.expiry.value_or(1s), 1h) + jitter(1ms, 20ms);
+        until = in.now + std::min<Millis>(in.expiry.value_or(1s), 1min) + jitter(1ms, 20ms);
     if (in.fair) // each attempt keeps our place in the queue alive
         until = std::min(until, in.now + lock::Lock::k_fair_heartbeat);
     if (in.give_up)

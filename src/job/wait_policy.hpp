@@ -35,9 +35,11 @@ struct SleepInput {
     std::optional<Clock::time_point> give_up{}; // --wait
 };
 // Until when a waiter sleeps, unless a release notice wakes it first: the holder's
-// possible expiry, jittered so the waiters do not all come back at once (at most an hour;
-// a second when it cannot tell); without notices, a short jittered retry, as waiters
-// without pub/sub must; never past the --fair heartbeat or --wait.
+// possible expiry, jittered so the waiters do not all come back at once (at most a
+// minute: a release wakes two waiters, and the others sleep by the lease they saw, which
+// may be a longer one than the next holder's; a second when it cannot tell); without
+// notices, a short jittered retry, as waiters without pub/sub must; never past the --fair
+// heartbeat or --wait.
 [[nodiscard]] Clock::time_point sleep_until(const SleepInput& in, const Jitter& jitter);
 
 } // namespace redlock::job

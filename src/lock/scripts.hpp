@@ -60,8 +60,8 @@ inline constexpr auto k_token_check =
 // every server), drops silent waiters at the head, and goes on only when we are the head.
 // Else it is not our turn, whether the lock is free or not: "held", with as PTTL the time
 // until the head could be dropped, and one such time more for each waiter between it and
-// us, so that a crowd in the queue sleeps (a release wakes the head, k_wake) instead of
-// trying again and again. A head silent for ARGV[4] ms that still listens on its wake
+// us, at most six (so that someone keeps the queue's keys alive), so that a crowd in the
+// queue sleeps (a release wakes the head, k_wake) instead of trying again and again. A head silent for ARGV[4] ms that still listens on its wake
 // channel is a waiter asleep until its turn, not a dead one: it is woken, and marked
 // (its last attempt set to now + 0.5 ms: attempts write whole ms) so that it is dropped if
 // silent for ARGV[4] ms more (frozen). The three keys expire 10 x ARGV[4] after the last
@@ -104,7 +104,7 @@ inline constexpr auto k_fair_enrol = fair_only(
     end
     if alive then
       local behind = (redis.call("zrank", KEYS[4], ARGV[5]) or 1) - 1
-      return -2 - math.floor(seen + patience * (1 + behind) - now)
+      return -2 - math.min(math.floor(seen + patience * (1 + behind) - now), patience * 6)
     end
     redis.call("zrem", KEYS[4], head)
     redis.call("zrem", KEYS[5], head)
@@ -187,29 +187,42 @@ return 1)lua",
                      {.calls = {"set", "exists", "hset"}}));
 inline constexpr Script k_fence_script = script(k_fence_text);
 
-// `wake(lists, prefix, payload)`: wakes the first waiters of each of `lists` (the wait
-// list, the --fair queue: sorted sets of waiter ids), publishing `payload` on their own wake
-// channels (prefix .. id). Two of each list, not one: the second hears `payload .. " next"`,
-// and only looks (a PTTL) a moment later, trying only if the first has not taken the lock:
-// a first that is frozen costs that moment, not the lease. A waiter nobody
-// listens for any more (dead, or it gave up) is taken off the list, and the next one woken
-// instead, up to eight in all. pcall throughout: an ACL that allows none of it must not
-// cost the release itself (the waiters then wake at the holder's expiry).
-inline constexpr auto k_wake = fragment(R"lua(local function wake(lists, prefix, payload)
+// `wake(lists, prefix, payload, marks)`: wakes the first waiters of each of `lists` (the
+// wait list, the --fair queue: sorted sets of waiter ids), publishing `payload` on their
+// own wake channels (prefix .. id). Two of each list, not one: the second hears
+// `payload .. " next"`, and only looks (a PTTL) a moment later, trying only if the first has
+// not taken the lock: a first that is frozen costs that moment, not the lease. On the list
+// `marks` (the wait list) the first woken is marked (its score + 0.5; its next attempt
+// writes the whole one back): one still marked at the next release has not tried since
+// (stopped with Ctrl-Z, a paused container) and is told again but not counted, so that
+// stuck waiters at the head do not hold up the rest. (The --fair queue has its own rule
+// for a silent head, k_fair_enrol.) A waiter nobody listens for any more (dead, or it
+// gave up) is taken off the list, and the next one woken instead, up to 32 looked at.
+// pcall throughout: an ACL that allows none of it must not cost the release itself (the
+// waiters then wake at the holder's expiry).
+inline constexpr auto k_wake = fragment(R"lua(local function wake(lists, prefix, payload, marks)
   for _, list in ipairs(lists) do
     local woken = 0
-    local ids = redis.pcall("zrange", list, 0, 7)
+    local ids = redis.pcall("zrange", list, 0, 31, "WITHSCORES")
     if ids.err then ids = {} end
-    for _, id in ipairs(ids) do
+    for i = 1, #ids, 2 do
+      local id, score = ids[i], tonumber(ids[i + 1])
       local n = redis.pcall("publish", prefix .. id, woken == 0 and payload or payload .. " next")
       if type(n) ~= "number" then break end
-      if n == 0 then redis.pcall("zrem", list, id) else woken = woken + 1 end
+      if n == 0 then
+        redis.pcall("zrem", list, id)
+      elseif list ~= marks then
+        woken = woken + 1
+      elseif score % 1 == 0 then
+        if woken == 0 then redis.pcall("zadd", list, "XX", score + 0.5, id) end
+        woken = woken + 1
+      end
       if woken == 2 then break end
     end
   end
 end
 )lua",
-                                        {.pcalls = {"zrange", "publish", "zrem"}});
+                                        {.pcalls = {"zrange", "publish", "zrem", "zadd"}});
 
 // Compare-and-pexpire (ARGV[1] token, ARGV[2] ttl ms), the metadata alongside (its ttl_ms
 // follows, for `extend`). Never re-creates an expired lock. Returns 1 when renewed, 0 when
@@ -235,7 +248,7 @@ local renewed = redis.call("pexpire", KEYS[1], ARGV[2])
 if shorter then
   local payload = "shortened " .. redis.sha1hex(ARGV[1] .. " " .. ARGV[2]):sub(1, 12)
   redis.pcall("publish", ARGV[3], payload)
-  if ARGV[4] then wake({KEYS[#KEYS - 1], KEYS[#KEYS]}, ARGV[4], payload) end
+  if ARGV[4] then wake({KEYS[#KEYS - 1], KEYS[#KEYS]}, ARGV[4], payload, KEYS[#KEYS - 1]) end
 end
 return renewed)lua",
                   {.calls = {"pttl", "pexpire"}, .pcalls = {"publish"}}));
@@ -264,7 +277,7 @@ end
 inline constexpr auto k_release_notice = join(k_wake, fragment(R"lua(if ARGV[2] then
   local payload = "released " .. redis.sha1hex(ARGV[1]):sub(1, 12)
   redis.pcall("publish", ARGV[2], payload)
-  if ARGV[3] then wake({KEYS[#KEYS - 1], KEYS[#KEYS]}, ARGV[3], payload) end
+  if ARGV[3] then wake({KEYS[#KEYS - 1], KEYS[#KEYS]}, ARGV[3], payload, KEYS[#KEYS - 1]) end
 end
 return deleted)lua",
                                                                {.pcalls = {"publish"}}));
@@ -430,7 +443,7 @@ inline constexpr auto k_fair_leave_text =
     compose(k_wake, fragment(R"lua(local rank = redis.call("zrank", KEYS[1], ARGV[1])
 redis.call("zrem", KEYS[2], ARGV[1])
 local left = redis.call("zrem", KEYS[1], ARGV[1])
-if rank and rank < 2 and ARGV[2] then wake({KEYS[1]}, ARGV[2], "released " .. redis.sha1hex(ARGV[1]):sub(1, 12)) end
+if rank and rank < 2 and ARGV[2] then wake({KEYS[1]}, ARGV[2], "released " .. redis.sha1hex(ARGV[1]):sub(1, 12), false) end
 return left)lua",
                              {.calls = {"zrank", "zrem"}}));
 inline constexpr Script k_fair_leave_script = script(k_fair_leave_text);

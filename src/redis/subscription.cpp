@@ -189,7 +189,7 @@ bool Subscription::heard_from_majority(const std::string& id) {
     auto it = std::ranges::find(m_heard, id, &Heard::id);
     if (it == m_heard.end()) {
         it = m_heard.begin() + static_cast<std::ptrdiff_t>(m_next_heard++ % m_heard.size());
-        *it = Heard{id, 0, false};
+        *it = Heard{id, 0, false, Clock::now() + k_majority_grace};
     }
     size_t live = 0;
     for (const auto& fd : m_fds)
@@ -270,6 +270,9 @@ std::optional<Clock::time_point> Subscription::next_deadline() const {
     std::optional<Clock::time_point> first;
     if (m_standby)
         first = m_standby->deadline;
+    for (const auto& h : m_heard)
+        if (!h.told && h.servers > 0 && (!first || h.deadline < *first))
+            first = h.deadline;
     for (const auto& p : m_pending)
         if (!first || p.deadline < *first)
             first = p.deadline;
@@ -284,6 +287,13 @@ bool Subscription::expire(Clock::time_point now) {
         m_standby_woke = true;
         woken = true;
     }
+    for (auto& h : m_heard)
+        if (!h.told && h.servers > 0 && h.deadline <= now) {
+            h.told = true; // the others did not announce it in time: it is all there is
+            woken = true;
+            m_standby_woke = false; // a release, not only a "next": try at once
+            m_standby.reset();
+        }
     for (auto it = m_pending.begin(); m_primary && it != m_pending.end();) {
         // The primary did not announce it (frozen, down, or its release failed there), or
         // it went away meanwhile: the other server's notice is all there is.

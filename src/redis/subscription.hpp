@@ -72,6 +72,7 @@ class Subscription {
     // or a "next" notice (second in line) is, k_standby after it came.
     bool expire(Clock::time_point now);
     static constexpr Clock::duration k_standby = std::chrono::milliseconds(50);
+    static constexpr Clock::duration k_majority_grace = std::chrono::milliseconds(50);
     // Whether the last news was a "next" notice's: look (Lock::looks_free) before trying.
     [[nodiscard]] bool standby_woke() { return std::exchange(m_standby_woke, false); }
     // Who took the lock away with `release --force`, when one said so ("forced ID HOST PID
@@ -112,7 +113,8 @@ class Subscription {
     bool m_released = false; // drain() read a release notice
     void remember(std::string id);
     // Without a primary: whether this notice of release `id` makes it news (a majority
-    // of the servers listened to have announced it).
+    // of the servers listened to have announced it; else expire() makes it news once
+    // k_majority_grace has passed since the first).
     bool heard_from_majority(const std::string& id);
 
     // The ids of the last few releases already news (announced by the primary, or past
@@ -134,6 +136,7 @@ class Subscription {
         std::string id;
         size_t servers = 0;
         bool told = false;
+        Clock::time_point deadline{}; // news by then all the same (a server frozen, cut off)
     };
     std::array<Heard, 8> m_heard;
     size_t m_next_heard = 0;

@@ -142,6 +142,30 @@ class WaitingTest(E2ETest):
         self.assertLessEqual(sum(attempts_of(w.stderr) for w in waiters[1:]), 15)
         self.assertEqual(int(self.server.command("ZCARD", "{lock:job}:waiters")), 0)
 
+    def test_two_stopped_waiters_at_the_head_do_not_hold_up_the_others(self):
+        h = self.holder(["-k", "job", "-t", "5m"], global_args=self.args).wait_ready()
+        waiters = []
+        for i in range(4):
+            waiters.append(self.start_redlock(self.args + ["run", "-k", "job", "-w", "5m",
+                                                           "--", "true"]))
+            self.wait_subscribed(n=i + 1, proc=waiters[-1])
+        for w in waiters[:2]:  # Ctrl-Z'd, say: still subscribed, never trying
+            w.send_signal(signal.SIGSTOP)
+            self.addCleanup(lambda w=w: w.send_signal(signal.SIGCONT))
+        # The release wakes the first two, both stopped: nobody takes the lock...
+        self.assertEqual(h.release(), 0)
+        # ... until the next release (a run that found it free): the first, woken before
+        # and silent since, is told but not counted; the third takes the lock, then the
+        # fourth, long before the minute a waiter no notice wakes sleeps at most.
+        self.assertStatus(self.run_redlock(self.args + ["run", "-n", "-k", "job", "--",
+                                                         "true"]), 0)
+        for w in waiters[2:]:
+            self.assertEqual(w.wait(30), 0, w.stderr)
+        for w in waiters[:2]:
+            w.send_signal(signal.SIGCONT)
+        for w in waiters[:2]:
+            self.assertEqual(w.wait(60), 0, w.stderr)
+
     def test_a_waiter_that_gives_up_leaves_the_wait_list(self):
         h = self.holder(["-k", "job", "-t", "1m"], global_args=self.args).wait_ready()
         waiter = self.start_waiter(wait="1s")
@@ -380,9 +404,10 @@ class WaitingOverFiveTest(E2ETest):
         for s in self.servers:
             calls = sum(int(v["calls"]) for k, v in s.commandstats().items()
                         if k not in ("info", "config|resetstat"))
-            # About 25 a hand-over (the acquisition, its history, the release, two woken);
-            # a crowd woken whole by each release costs hundreds at this size.
-            self.assertLessEqual(calls / n, 40, s.commandstats())
+            # About 35 a hand-over (the acquisition, its history, the release, two woken,
+            # each waiter's first attempt), more on a loaded machine (tries that lost a
+            # race); a crowd woken whole by each release cost 0.2 about 150 at this size.
+            self.assertLessEqual(calls / n, 60, s.commandstats())
 
     def test_a_subscription_killed_mid_crowd_still_converges(self):
         import threading
@@ -423,7 +448,8 @@ class CrowdOnOneServerTest(E2ETest):
         self.assertCrowdLosesNoUpdate(["-s", server.url()], n=n, wait="300s", hold="0.01")
         calls = sum(int(v["calls"]) for k, v in server.commandstats().items()
                     if k not in ("info", "config|resetstat"))
-        self.assertLessEqual(calls / n, 40, server.commandstats())
+        # About 31 (bench/README.md, "Crowds"); 0.2 cost about 215 at this size.
+        self.assertLessEqual(calls / n, 60, server.commandstats())
 
     def test_a_fair_crowd_on_one_server_costs_a_bounded_number_per_hand_over(self):
         server = self.redis_server()
@@ -433,8 +459,8 @@ class CrowdOnOneServerTest(E2ETest):
                                       extra=["--fair"])
         calls = sum(int(v["calls"]) for k, v in server.commandstats().items()
                     if k not in ("info", "config|resetstat"))
-        # About 55: each attempt keeps the queue alive; 0.2's heartbeats cost thousands.
-        self.assertLessEqual(calls / n, 75, server.commandstats())
+        # About 48: each attempt keeps the queue alive; 0.2's heartbeats cost 560 at 100.
+        self.assertLessEqual(calls / n, 100, server.commandstats())
 
 
 if __name__ == "__main__":

@@ -74,6 +74,18 @@ TEST_CASE("without a primary server a release wakes once a majority has announce
     CHECK_FALSE(wakes(sub, a, "acquired")); // someone won: nothing to wake for
 }
 
+TEST_CASE("without a primary server a release only one server announced is news after a grace") {
+    TwoServers two;
+    auto& [a, b, sub] = two;
+    CHECK_FALSE(wakes(sub, a, "released 0123456789ab")); // b frozen, or cut off: say
+    auto deadline = sub.next_deadline();
+    REQUIRE(deadline.has_value());
+    CHECK_FALSE(sub.expire(*deadline - 1ms));
+    CHECK(sub.expire(*deadline));
+    CHECK_FALSE(sub.next_deadline().has_value());
+    CHECK_FALSE(wakes(sub, b, "released 0123456789ab")); // late: told already
+}
+
 TEST_CASE("without a primary server, a majority of those still subscribed") {
     TwoServers two;
     auto& [a, b, sub] = two;
