@@ -36,17 +36,6 @@ using Clock = util::BootClock;
 using namespace std::chrono_literals;
 namespace log = util::log;
 
-// A glob that matches `text` as it is: Redis's special characters escaped.
-std::string glob_literal(std::string_view text) {
-    std::string out;
-    for (char c : text) {
-        if (c == '*' || c == '?' || c == '[' || c == ']' || c == '\\')
-            out.push_back('\\');
-        out.push_back(c);
-    }
-    return out;
-}
-
 std::string now_iso() {
     return util::format_utc_timestamp(std::chrono::floor<Millis>(std::chrono::system_clock::now()));
 }
@@ -97,7 +86,7 @@ class Watch {
         auto signals = process::SignalEvents::open();
         if (!signals)
             return report(signals.error());
-        const std::string base = "{" + glob_literal(m_config.key_prefix) + m_options.pattern;
+        const std::string base = "{" + lock::glob_escape(m_config.key_prefix) + m_options.pattern;
         redis::Subscription notices(
             m_config.servers,
             redis::Subscription::Patterns{{base + "}:released", base + "}:events"}});

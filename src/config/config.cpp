@@ -522,27 +522,34 @@ class Parser {
         return {};
     }
 
-    // replicas: how many replicas must acknowledge a lock write (WAIT), 0 to 100.
-    util::Expected<void> parse_replicas(const toml::node& node, int& out) const {
+    // An integer from `low` to `high`, for key `key`.
+    util::Expected<long long> integer_in(std::string_view key, const toml::node& node,
+                                         long long low, long long high) const {
         const auto* value = node.as_integer();
         if (value == nullptr)
             return error(node,
-                         util::format("'replicas' must be an integer, not {}", type_name(node)));
-        if (value->get() < 0 || value->get() > 100)
-            return error(node, util::format("'replicas' must be 0 to 100, not {}", value->get()));
-        out = static_cast<int>(value->get());
+                         util::format("'{}' must be an integer, not {}", key, type_name(node)));
+        if (value->get() < low || value->get() > high)
+            return error(
+                node, util::format("'{}' must be {} to {}, not {}", key, low, high, value->get()));
+        return value->get();
+    }
+
+    // replicas: how many replicas must acknowledge a lock write (WAIT), 0 to 100.
+    util::Expected<void> parse_replicas(const toml::node& node, int& out) const {
+        auto value = integer_in("replicas", node, 0, 100);
+        if (!value)
+            return std::unexpected(value.error());
+        out = static_cast<int>(*value);
         return {};
     }
 
     // history: how many runs of each name are kept, 0 (none) to 100000.
     util::Expected<void> parse_history(const toml::node& node, size_t& out) const {
-        const auto* value = node.as_integer();
-        if (value == nullptr)
-            return error(node,
-                         util::format("'history' must be an integer, not {}", type_name(node)));
-        if (value->get() < 0 || value->get() > 100000)
-            return error(node, util::format("'history' must be 0 to 100000, not {}", value->get()));
-        out = static_cast<size_t>(value->get());
+        auto value = integer_in("history", node, 0, 100000);
+        if (!value)
+            return std::unexpected(value.error());
+        out = static_cast<size_t>(*value);
         return {};
     }
 

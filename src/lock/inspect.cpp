@@ -100,16 +100,6 @@ bool is_cursor(std::string_view text) {
            std::ranges::all_of(text, [](char c) { return c >= '0' && c <= '9'; });
 }
 
-std::string glob_escape(std::string_view text) {
-    std::string out;
-    for (char c : text) {
-        if (c == '*' || c == '?' || c == '[' || c == ']' || c == '\\')
-            out.push_back('\\');
-        out.push_back(c);
-    }
-    return out;
-}
-
 } // namespace
 
 const char* state_name(LockState state) {
@@ -359,6 +349,16 @@ ListResult scan_names(std::span<redis::Connection> conns, std::string_view prefi
                       std::string_view pattern);
 
 } // namespace
+
+std::string glob_escape(std::string_view text) {
+    std::string out;
+    for (char c : text) {
+        if (c == '*' || c == '?' || c == '[' || c == ']' || c == '\\')
+            out.push_back('\\');
+        out.push_back(c);
+    }
+    return out;
+}
 
 ListResult list_names(std::span<redis::Connection> conns, std::string_view prefix,
                       std::string_view pattern) {

@@ -89,6 +89,9 @@ struct LockView {
 [[nodiscard]] LockView inspect(std::span<redis::Connection> conns, std::string_view prefix,
                                std::string_view name, bool majority_only = false);
 
+// `text` as a Redis glob that matches it and nothing else: * ? [ ] and \ escaped.
+[[nodiscard]] std::string glob_escape(std::string_view text);
+
 // Names of the locks under `prefix` matching the glob `pattern`, from every server, merged
 // and sorted. Servers that could not be scanned are returned in `failures`.
 struct ListResult {

@@ -44,6 +44,15 @@ bool wakes(Subscription& sub, const RedisServer& server, const std::string& payl
     return woken;
 }
 
+// Kills `server` and reports whether the subscription woke for its closed connection.
+bool wakes_when_killed(Subscription& sub, RedisServer& server) {
+    server.kill();
+    std::vector<pollfd> fds;
+    sub.add_pollfds(fds);
+    REQUIRE(::poll(fds.data(), fds.size(), 5000) > 0);
+    return sub.on_events(fds);
+}
+
 // Two servers, both subscribed to; the first is the primary when a grace is given.
 struct TwoServers {
     RedisServer a;
@@ -89,11 +98,7 @@ TEST_CASE("without a primary server a release only one server announced is news 
 TEST_CASE("without a primary server, a majority of those still subscribed") {
     TwoServers two;
     auto& [a, b, sub] = two;
-    a.kill();
-    std::vector<pollfd> fds;
-    sub.add_pollfds(fds);
-    REQUIRE(::poll(fds.data(), fds.size(), 5000) > 0);
-    CHECK(sub.on_events(fds));
+    CHECK(wakes_when_killed(sub, a));
     CHECK(wakes(sub, b, "released 0123456789ab"));
 }
 
@@ -132,12 +137,8 @@ TEST_CASE("with a primary server another server's notice wakes once its grace ha
 TEST_CASE("with the primary's subscription gone, another server's notice wakes at once") {
     TwoServers two(1h);
     auto& [a, b, sub] = two;
-    a.kill();
     // The closed connection wakes (and counts as lost), then b's notice is news at once.
-    std::vector<pollfd> fds;
-    sub.add_pollfds(fds);
-    REQUIRE(::poll(fds.data(), fds.size(), 5000) > 0);
-    CHECK(sub.on_events(fds));
+    CHECK(wakes_when_killed(sub, a));
     CHECK(sub.lost());
     CHECK(wakes(sub, b, "1 0123456789ab"));
 }
