@@ -947,19 +947,37 @@ class E2ETest(unittest.TestCase):
         return Result(cp.returncode, cp.stdout.decode("utf-8", "replace"),
                       cp.stderr.decode("utf-8", "replace"), elapsed, full, cp.stdout)
 
-    def assertCrowdLosesNoUpdate(self, global_args, n, wait, hold="0.05", extra=()):
+    def assertCrowdLosesNoUpdate(self, global_args, n, wait, hold="0.05", extra=(),
+                                 gathered=None):
         """n concurrent `run -w WAIT` of one read-increment-write job (HOLD seconds long):
         the counter ends at exactly n and no two ever held the lock at once (mkdir detects
-        an overlap)."""
+        an overlap).
+
+        With `gathered` = (servers, callback): the crowd first gathers behind a holder,
+        callback() is called once every waiter is on the wait list of each of those
+        servers, then the holder lets go. What follows
+        is hand-overs only, however slowly the crowd started (a loaded machine starts 30
+        ASan processes over seconds, and their first tries meet the hand-overs)."""
         counter = self.write_file("counter", "0\n")
         inside = self.path("inside")
         overlaps = self.path("overlaps")
         script = ('mkdir "$2" 2>/dev/null || echo overlap >> "$3"; '
                   'n=$(cat "$1"); sleep "$4"; echo $((n + 1)) > "$1"; '
                   'rmdir "$2"')
+        gate = None
+        if gathered is not None:
+            gate = self.holder(["-k", "crowd"], global_args=global_args).wait_ready()
         procs = [self.start_redlock(list(global_args) + [
             "run", "-k", "crowd", "-w", wait, *extra, "--", "sh", "-c", script, "sh", counter,
             inside, overlaps, hold]) for _ in range(n)]
+        if gate is not None:
+            servers, callback = gathered
+            for s in servers:
+                wait_until(lambda: s.command("ZCARD", "{lock:crowd}:waiters") == n, 60,
+                           message=f"{n} waiters on the wait list of {s.url()}",
+                           proc=gate.proc)
+            callback()
+            self.assertEqual(gate.release(), 0, gate.proc.stderr)
         for p in procs:
             self.assertEqual(p.wait(120.0), 0, p.stderr)
         with open(counter) as f:
