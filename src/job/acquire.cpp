@@ -400,6 +400,12 @@ util::Expected<Acquisition> wait_and_acquire(lock::Lock& lock, std::string_view 
         const bool confirm = noticed && leader_held;
         if (confirm)
             until = std::min(until, now + k_leader_confirm + random_jitter(0ms, 20ms));
+        // Woken, tried everywhere, held on a majority: the release that woke us may not have
+        // reached them yet (their servers busy, their requests in flight). Their own notices
+        // of it, ignored so far as repeats, now wake us again; a holder that won meanwhile
+        // costs at most one attempt more.
+        if (noticed && !leader_held && notices)
+            notices->hear_again();
         noticed = false;
         for (;;) {
             auto next = waiting ? observer.tick(Clock::now()) : Clock::time_point::max();

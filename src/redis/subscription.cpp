@@ -261,6 +261,11 @@ void Subscription::remember(std::string id) {
     m_recent_releases[m_next_recent++ % m_recent_releases.size()] = std::move(id);
 }
 
+void Subscription::hear_again() {
+    m_recent_releases = {};
+    m_heard = {};
+}
+
 void Subscription::set_primary(size_t index, Clock::duration grace) {
     m_primary = index;
     m_primary_grace = grace;

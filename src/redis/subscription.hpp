@@ -73,6 +73,11 @@ class Subscription {
     bool expire(Clock::time_point now);
     static constexpr Clock::duration k_standby = std::chrono::milliseconds(50);
     static constexpr Clock::duration k_majority_grace = std::chrono::milliseconds(50);
+    // Releases already news may be news again: the attempt one set off found the lock
+    // still held where that release had not landed yet (the primary's notice, or a
+    // majority's, came first); the other servers' notices of it, still to come or unread,
+    // say when it has.
+    void hear_again();
     // Whether the last news was a "next" notice's: look (Lock::looks_free) before trying.
     [[nodiscard]] bool standby_woke() { return std::exchange(m_standby_woke, false); }
     // Who took the lock away with `release --force`, when one said so ("forced ID HOST PID

@@ -142,3 +142,33 @@ TEST_CASE("with the primary's subscription gone, another server's notice wakes a
     CHECK(sub.lost());
     CHECK(wakes(sub, b, "1 0123456789ab"));
 }
+
+TEST_CASE("after hear_again another server's late notice of a release is news again") {
+    SUBCASE("with a primary: after its grace") {
+        TwoServers two(50ms);
+        auto& [a, b, sub] = two;
+        CHECK(wakes(sub, a, "released 0123456789ab"));
+        // The attempt it set off found b still held: b's notice, when it comes, says why.
+        sub.hear_again();
+        CHECK_FALSE(wakes(sub, b, "released 0123456789ab"));
+        auto deadline = sub.next_deadline();
+        REQUIRE(deadline.has_value());
+        CHECK(sub.expire(*deadline));
+    }
+    SUBCASE("without one: from a majority again") {
+        TwoServers two;
+        auto& [a, b, sub] = two;
+        CHECK_FALSE(wakes(sub, a, "released 0123456789ab"));
+        CHECK(wakes(sub, b, "released 0123456789ab"));
+        sub.hear_again();
+        CHECK_FALSE(wakes(sub, a, "released 0123456789ab"));
+        CHECK(wakes(sub, b, "released 0123456789ab"));
+    }
+    SUBCASE("without it, no news") {
+        TwoServers two(1h);
+        auto& [a, b, sub] = two;
+        CHECK(wakes(sub, a, "released 0123456789ab"));
+        CHECK_FALSE(wakes(sub, b, "released 0123456789ab"));
+        CHECK_FALSE(sub.next_deadline().has_value());
+    }
+}
