@@ -102,6 +102,19 @@ bool is_cursor(std::string_view text) {
 
 } // namespace
 
+bool tells_more(const LastRun& a, const LastRun& b) {
+    if (a.slot != b.slot)
+        return a.slot > b.slot;
+    // The same run written to several servers: its holder fields are the client's own.
+    const bool same_run = a.who.host == b.who.host && a.who.pid == b.who.pid &&
+                          a.who.acquired_at == b.who.acquired_at;
+    if (same_run) {
+        auto ended = [](const LastRun& r) { return r.ended_ms || r.start_error; };
+        return ended(a) && !ended(b);
+    }
+    return a.started_ms > b.started_ms;
+}
+
 const char* state_name(LockState state) {
     switch (state) {
     case LockState::free:
@@ -170,9 +183,7 @@ LockView read_lock(std::span<redis::Connection> conns, std::string_view name, co
                 view.fence = std::max(view.fence.value_or(0), *sv.fence);
             }
             sv.last_run = parse_last_run(*reply->element[4]);
-            if (sv.last_run && (!view.last_run || sv.last_run->slot > view.last_run->slot ||
-                                (sv.last_run->slot == view.last_run->slot &&
-                                 sv.last_run->started_ms > view.last_run->started_ms)))
+            if (sv.last_run && (!view.last_run || tells_more(*sv.last_run, *view.last_run)))
                 view.last_run = sv.last_run;
             const redisReply* token = reply->element[0];
             if (token->type == REDIS_REPLY_STRING) {

@@ -28,6 +28,12 @@ struct LastRun {
     std::optional<std::string> start_error;
 };
 
+// Whether server record `a` tells more of the last run than `b`: a later slot; in one slot
+// the run that started later (a run that could not start gave the slot back); of one run,
+// the record that saw it end (the end is written with the release, which returns once a
+// majority has it: the others may still have only the start).
+[[nodiscard]] bool tells_more(const LastRun& a, const LastRun& b);
+
 struct ServerView {
     std::string server;
     bool reachable = false;
