@@ -331,12 +331,16 @@ class NotifyTest(MonitoringTest):
         p = self.start_lock(["-k", "leader", "-t", "2s", "--", "sh", "-c",
                              'echo $$ > "$1"; echo "${NOTIFY_SOCKET:-unset}" > "$1.env"; '
                              'exec sleep 60', "sh", pid_file], env=env)
-        waiting = wait_until(lambda: listener.find(lambda m: m.startswith("STATUS=waiting")),
-                             message="a waiting STATUS", proc=p)
+        # First "held by another owner" (the attempt's answer), then, once the holder's
+        # metadata is read, who it is.
         host = socket.gethostname()
-        self.assertRegex(waiting[-1][1],
-                         rf"^STATUS=waiting for 'leader', held by {re.escape(host)} "
-                         rf"\(pid {holder.proc.pid}\) for \d+s$")
+        status = re.compile(rf"^STATUS=waiting for 'leader', (held by another owner|held by "
+                            rf"{re.escape(host)} \(pid {holder.proc.pid}\) for \d+s)$")
+        wait_until(lambda: listener.find(lambda m: "by another owner" not in m and
+                                         m.startswith("STATUS=waiting")),
+                   message="a waiting STATUS naming the holder", proc=p)
+        for _, message in listener.find(lambda m: m.startswith("STATUS=waiting")):
+            self.assertRegex(message, status)
         self.assertFalse(listener.find(lambda m: "READY=1" in m), "ready before the lock")
         holder.release()
         ready = wait_until(lambda: listener.find(lambda m: "READY=1" in m),
