@@ -431,15 +431,37 @@ RenewStatus Lock::extend(Millis ttl, const HistoryRecord* record) {
 
 std::vector<ServerResult> Lock::release(ReleaseWait until, const std::vector<bool>& only,
                                         const HistoryRecord* record) {
-    std::vector<std::string> args{m_token, release_channel(), m_name.wake};
+    std::vector<std::string> args{m_token, release_channel(), m_name.wake, "1"};
     auto keys = script_keys();
     keys.insert(keys.end(), {m_name.waiters, m_name.queue});
     // Always EVAL: stragglers are abandoned without waiting for their reply, so the request
     // must work without a NOSCRIPT fallback even on a server whose connection survived a
     // restart unnoticed.
-    send_all(
-        script_call(m_limit == 0 ? k_release_script : k_release_permit_script, false, keys, args),
-        {}, Clock::now(), only, record ? history_command(*record) : std::string());
+    const Script& script = m_limit == 0 ? k_release_script : k_release_permit_script;
+    const std::string after = record ? history_command(*record) : std::string();
+    const auto now = Clock::now();
+    // The first waiter a release wakes is marked on the wait list, and its next attempt
+    // unmarks it: one still marked at the next release is stuck, and is not counted among
+    // the two woken (k_wake). Over several servers a woken attempt goes to the leader
+    // alone when the leader says "held", so only the leader sees every attempt: marks
+    // elsewhere would stay, and each release would tell more waiters. They mark there only
+    // while the leader seems down (its waiters then try every server).
+    const auto& lead = m_conns[leader()];
+    const bool leader_up =
+        lead.fd() >= 0 && !lead.busy() && lead.outcome() && !lead.outcome()->failure;
+    if (m_conns.size() == 1 || !leader_up) {
+        send_all(script_call(script, false, keys, args), {}, now, only, after);
+    } else {
+        auto side = [&](bool the_leader) {
+            std::vector<bool> to(m_conns.size());
+            for (size_t i = 0; i < m_conns.size(); ++i)
+                to[i] = (only.empty() || only[i]) && (i == leader()) == the_leader;
+            return to;
+        };
+        send_all(script_call(script, false, keys, args), {}, now, side(true), after);
+        args.back() = "0";
+        send_all(script_call(script, false, keys, args), {}, now, side(false), after);
+    }
     // Done once a majority answered: a frozen server is not waited on (the key there
     // expires by its TTL; the request, written, runs when it thaws), and a server still
     // being connected to gets its release from a detached process instead of costing us

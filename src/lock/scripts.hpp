@@ -259,7 +259,9 @@ inline constexpr Script k_renew_script = script(k_renew_text);
 // the release channel ({<key>}:released, in the key's hash slot) and the lock is free here
 // (deleted, or never ours here), "released ID" there (`redlock watch`, and waiters of
 // --limit names or of older versions listen), and with ARGV[3], the wake channels' prefix,
-// to the first waiters of the wait list and the --fair queue (the last two KEYS; k_wake).
+// to the first waiters of the wait list and the --fair queue (the last two KEYS; k_wake),
+// marking the first woken on the wait list unless ARGV[4] is "0" (Lock::release: over
+// several servers only the leader marks, as only the leader sees every woken attempt).
 // ID is the release's: 12 hex digits of SHA1(token), not the token, which is still valid
 // on servers the release has not reached yet; a waiter listening to several servers wakes
 // once for one release, not once per server. Returns 1 when deleted, 0 when not ours.
@@ -277,7 +279,8 @@ end
 inline constexpr auto k_release_notice = join(k_wake, fragment(R"lua(if ARGV[2] then
   local payload = "released " .. redis.sha1hex(ARGV[1]):sub(1, 12)
   redis.pcall("publish", ARGV[2], payload)
-  if ARGV[3] then wake({KEYS[#KEYS - 1], KEYS[#KEYS]}, ARGV[3], payload, KEYS[#KEYS - 1]) end
+  local marks = ARGV[4] ~= "0" and KEYS[#KEYS - 1]
+  if ARGV[3] then wake({KEYS[#KEYS - 1], KEYS[#KEYS]}, ARGV[3], payload, marks) end
 end
 return deleted)lua",
                                                                {.pcalls = {"publish"}}));
