@@ -29,6 +29,36 @@ def wake_channels(server, name="job"):
     return len(server.command("PUBSUB", "CHANNELS", "{lock:%s}:w:*" % name))
 
 
+def check_stopped_waiters_at_the_head(test, args, servers):
+    """Four waiters on `servers`, the first two stopped (Ctrl-Z'd, say: still subscribed,
+    never trying): the other two get the lock all the same, and the two once resumed."""
+    h = test.holder(["-k", "job", "-t", "5m"], global_args=args).wait_ready()
+    waiters = []
+    for i in range(4):
+        waiters.append(test.start_redlock(args + ["run", "-k", "job", "-w", "5m", "--",
+                                                  "true"]))
+        wait_until(lambda: all(wake_channels(s) >= i + 1 and
+                               int(s.command("ZCARD", "{lock:job}:waiters")) >= i + 1
+                               for s in servers),
+                   timeout=15.0, message="the waiter to subscribe and enlist",
+                   proc=waiters[-1])
+    for w in waiters[:2]:
+        w.send_signal(signal.SIGSTOP)
+        test.addCleanup(lambda w=w: w.send_signal(signal.SIGCONT))
+    # The release wakes the first two, both stopped: nobody takes the lock...
+    test.assertEqual(h.release(), 0)
+    # ... until the next release (a run that found it free): the first, woken before and
+    # silent since, is told but not counted; the third takes the lock, then the fourth,
+    # long before the minute a waiter no notice wakes sleeps at most.
+    test.assertStatus(test.run_redlock(args + ["run", "-n", "-k", "job", "--", "true"]), 0)
+    for w in waiters[2:]:
+        test.assertEqual(w.wait(30), 0, w.stderr)
+    for w in waiters[:2]:
+        w.send_signal(signal.SIGCONT)
+    for w in waiters[:2]:
+        test.assertEqual(w.wait(60), 0, w.stderr)
+
+
 def release_id(token):
     """What a release notice names the release by: 12 hex digits of SHA1(token), so that a
     waiter listening to two servers wakes once per release (and the token stays secret)."""
@@ -143,28 +173,7 @@ class WaitingTest(E2ETest):
         self.assertEqual(int(self.server.command("ZCARD", "{lock:job}:waiters")), 0)
 
     def test_two_stopped_waiters_at_the_head_do_not_hold_up_the_others(self):
-        h = self.holder(["-k", "job", "-t", "5m"], global_args=self.args).wait_ready()
-        waiters = []
-        for i in range(4):
-            waiters.append(self.start_redlock(self.args + ["run", "-k", "job", "-w", "5m",
-                                                           "--", "true"]))
-            self.wait_subscribed(n=i + 1, proc=waiters[-1])
-        for w in waiters[:2]:  # Ctrl-Z'd, say: still subscribed, never trying
-            w.send_signal(signal.SIGSTOP)
-            self.addCleanup(lambda w=w: w.send_signal(signal.SIGCONT))
-        # The release wakes the first two, both stopped: nobody takes the lock...
-        self.assertEqual(h.release(), 0)
-        # ... until the next release (a run that found it free): the first, woken before
-        # and silent since, is told but not counted; the third takes the lock, then the
-        # fourth, long before the minute a waiter no notice wakes sleeps at most.
-        self.assertStatus(self.run_redlock(self.args + ["run", "-n", "-k", "job", "--",
-                                                         "true"]), 0)
-        for w in waiters[2:]:
-            self.assertEqual(w.wait(30), 0, w.stderr)
-        for w in waiters[:2]:
-            w.send_signal(signal.SIGCONT)
-        for w in waiters[:2]:
-            self.assertEqual(w.wait(60), 0, w.stderr)
+        check_stopped_waiters_at_the_head(self, self.args, [self.server])
 
     def test_a_waiter_that_gives_up_leaves_the_wait_list(self):
         h = self.holder(["-k", "job", "-t", "1m"], global_args=self.args).wait_ready()
@@ -382,30 +391,9 @@ class WaitingOverFiveTest(E2ETest):
             self.assertIn("acquired", waiter.stderr)
 
     def test_two_stopped_waiters_at_the_head_do_not_hold_up_the_others(self):
-        # As over one server (WaitingTest); here only the leader marks the first woken
-        # (Lock::release), the others wake the first two of their lists each time.
-        h = self.holder(["-k", "job", "-t", "5m"], global_args=self.args).wait_ready()
-        waiters = []
-        for i in range(4):
-            waiters.append(self.start_redlock(self.args + ["run", "-k", "job", "-w", "5m",
-                                                           "--", "true"]))
-            wait_until(lambda: all(wake_channels(s) >= i + 1 and
-                                   int(s.command("ZCARD", "{lock:job}:waiters")) >= i + 1
-                                   for s in self.servers),
-                       timeout=15.0, message="the waiter to subscribe and enlist",
-                       proc=waiters[-1])
-        for w in waiters[:2]:
-            w.send_signal(signal.SIGSTOP)
-            self.addCleanup(lambda w=w: w.send_signal(signal.SIGCONT))
-        self.assertEqual(h.release(), 0)
-        self.assertStatus(self.run_redlock(self.args + ["run", "-n", "-k", "job", "--",
-                                                         "true"]), 0)
-        for w in waiters[2:]:
-            self.assertEqual(w.wait(30), 0, w.stderr)
-        for w in waiters[:2]:
-            w.send_signal(signal.SIGCONT)
-        for w in waiters[:2]:
-            self.assertEqual(w.wait(60), 0, w.stderr)
+        # Here only the leader marks the first woken (Lock::release); the others wake the
+        # first two of their lists each time.
+        check_stopped_waiters_at_the_head(self, self.args, self.servers)
 
     def test_a_crowd_tries_about_twice_each_over_five_servers(self):
         # Marks on every server drifted apart (a woken attempt the leader refused unmarked
