@@ -61,13 +61,14 @@ inline constexpr auto k_token_check =
 // Else it is not our turn, whether the lock is free or not: "held", with as PTTL the time
 // until the head could be dropped, and one such time more for each waiter between it and
 // us, at most six (so that someone keeps the queue's keys alive), so that a crowd in the
-// queue sleeps (a release wakes the head, k_wake) instead of trying again and again. A head silent
-// for ARGV[4] ms that still listens on its wake channel is a waiter asleep until its turn, not a
-// dead one: it is woken, and marked (its last attempt set to now + 0.5 ms: attempts write whole ms)
-// so that it is dropped if silent for ARGV[4] ms more (frozen). The three keys expire 10 x ARGV[4]
-// after the last attempt. A head whose last attempt is later than the server's TIME (its clock
-// stepped back, or a forged entry) is taken as seen now: a live waiter keeps its place, and a dead
-// one lapses as any other, instead of holding the queue up until that time comes.
+// queue sleeps (a release wakes the head, k_wake) instead of trying again and again. A head
+// silent for ARGV[4] ms that still listens on its wake channel is a waiter asleep until its
+// turn, not a dead one: it is woken, and marked (its last attempt set to now + 0.5 ms:
+// attempts write whole ms) so that it is dropped if silent for ARGV[4] ms more (frozen).
+// The three keys expire 10 x ARGV[4] after the last attempt. A head whose last attempt is
+// later than the server's TIME (its clock stepped back, or a forged entry) is taken as seen
+// now: a live waiter keeps its place, and a dead one lapses as any other, instead of
+// holding the queue up until that time comes.
 
 // Where the holder's fields start: after a waiter's four arguments, if any.
 inline constexpr auto k_waiter_args = fragment(R"lua(local first = 3
