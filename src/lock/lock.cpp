@@ -446,16 +446,17 @@ std::vector<ServerResult> Lock::release(ReleaseWait until, const std::vector<boo
     // alone when the leader says "held", so only the leader sees every attempt: marks
     // elsewhere would stay, and each release would tell more waiters. They mark there only
     // while the leader seems down (its waiters then try every server).
-    const auto& lead = m_conns[leader()];
-    const bool leader_up =
-        lead.fd() >= 0 && !lead.busy() && lead.outcome() && !lead.outcome()->failure;
+    const size_t lead = leader();
+    const auto& leader_conn = m_conns[lead];
+    const bool leader_up = leader_conn.fd() >= 0 && !leader_conn.busy() && leader_conn.outcome() &&
+                           !leader_conn.outcome()->failure;
     if (m_conns.size() == 1 || !leader_up) {
         send_all(script_call(script, false, keys, args), {}, now, only, after);
     } else {
         auto side = [&](bool the_leader) {
             std::vector<bool> to(m_conns.size());
             for (size_t i = 0; i < m_conns.size(); ++i)
-                to[i] = (only.empty() || only[i]) && (i == leader()) == the_leader;
+                to[i] = (only.empty() || only[i]) && (i == lead) == the_leader;
             return to;
         };
         send_all(script_call(script, false, keys, args), {}, now, side(true), after);
