@@ -37,6 +37,13 @@ std::vector<std::pair<std::string, std::string>> pairs_of(const redisReply& repl
     return out;
 }
 
+// An outcome as redlock words them ("skipped-held"): anything else a foreign writer put in
+// the counters is skipped, as it would become a label value.
+bool is_word(std::string_view text) {
+    return !text.empty() && text.size() <= 32 &&
+           std::ranges::all_of(text, [](char c) { return (c >= 'a' && c <= 'z') || c == '-'; });
+}
+
 long long integer_of(const redisReply& reply) {
     return reply.type == REDIS_REPLY_INTEGER ? std::max<long long>(reply.integer, 0) : 0;
 }
@@ -167,7 +174,7 @@ Counters parse_counters(const std::vector<std::pair<std::string, std::string>>& 
         if (!n || *n < 0)
             continue;
         std::string_view f = field;
-        if (f.starts_with("runs:") && f.size() > 5 && f.size() <= 40)
+        if (f.starts_with("runs:") && is_word(f.substr(5)))
             c.runs[std::string(f.substr(5))] = *n;
         else if (f == "last_success_ms")
             c.last_success_ms = *n;
