@@ -14,6 +14,7 @@ packages=(
     # build
     g++ cmake make pkg-config
     libcli11-dev libhiredis-dev libtomlplusplus-dev libfmt-dev doctest-dev libssl-dev
+    libmicrohttpd-dev
     # test
     redis-server python3 util-linux procps clang-format spin faketime openssl
     # monitoring tests: promtool, a real node_exporter, systemd-analyze verify, curl

@@ -273,10 +273,16 @@ void Fleet::subscribe_again(Clock::time_point now) {
 }
 
 bool Fleet::refresh_all(int interrupt_fd) {
-    auto found =
-        lock::list_names(m_reader.connections(), m_config.key_prefix, m_options.pattern, true);
+    // The exporter follows the names with counters too (their lock free).
+    auto found = lock::list_names(m_reader.connections(), m_config.key_prefix, m_options.pattern,
+                                  true, m_options.keep_free ? "stats" : "");
     for (size_t i = 0; i < found.cluster.size(); ++i)
         m_reader.set_cluster(i, found.cluster[i]);
+    for (auto& server : m_servers) {
+        auto failed = std::ranges::find(found.failures, server.name, &lock::ServerView::server);
+        server.up = failed == found.failures.end();
+        server.error = server.up ? std::string() : failed->error;
+    }
     std::vector<std::string> names = std::move(found.names);
     for (const auto& [name, _] : m_locks)
         if (!std::ranges::binary_search(names, name))

@@ -372,7 +372,7 @@ std::vector<config::Endpoint> cluster_masters(const redis::Connection& conn) {
 }
 
 ListResult scan_names(std::span<redis::Connection> conns, std::string_view prefix,
-                      std::string_view pattern, size_t wait_for);
+                      std::string_view pattern, size_t wait_for, std::string_view companion);
 
 // Waits for the requests in flight: for every one, or once `wait_for` of the connections
 // have answered, k_list_stragglers more at most (the rest are then abandoned).
@@ -406,7 +406,7 @@ std::string glob_escape(std::string_view text) {
 }
 
 ListResult list_names(std::span<redis::Connection> conns, std::string_view prefix,
-                      std::string_view pattern, bool majority_only) {
+                      std::string_view pattern, bool majority_only, std::string_view companion) {
     // A Redis Cluster node holds only its own slots' keys: every master is scanned in its
     // place. A server that is not a cluster node refuses CLUSTER NODES and is scanned itself.
     const std::array<std::string_view, 2> cluster_nodes{"CLUSTER", "NODES"};
@@ -432,8 +432,9 @@ ListResult list_names(std::span<redis::Connection> conns, std::string_view prefi
         }
     }
     auto scanned = any_cluster ? std::span<redis::Connection>(nodes) : conns;
-    auto result = scan_names(scanned, prefix, pattern,
-                             majority_only ? majority_of(scanned.size()) : scanned.size());
+    auto result =
+        scan_names(scanned, prefix, pattern,
+                   majority_only ? majority_of(scanned.size()) : scanned.size(), companion);
     result.cluster = std::move(cluster);
     return result;
 }
@@ -441,12 +442,18 @@ ListResult list_names(std::span<redis::Connection> conns, std::string_view prefi
 namespace {
 
 ListResult scan_names(std::span<redis::Connection> conns, std::string_view prefix,
-                      std::string_view pattern, size_t wait_for) {
+                      std::string_view pattern, size_t wait_for, std::string_view companion) {
     ListResult result;
     std::set<std::string> names;
     std::vector<std::string> cursors(conns.size(), "0");
     std::vector<bool> done(conns.size(), false);
-    const std::string match = glob_escape(prefix) + std::string(pattern);
+    // The lock keys, then (with `companion`) the names' companion keys of that suffix: each
+    // server goes through them one after the other.
+    std::vector<std::string> matches{glob_escape(prefix) + std::string(pattern)};
+    if (!companion.empty())
+        matches.push_back("{" + glob_escape(prefix) + std::string(pattern) +
+                          "}:" + glob_escape(companion));
+    std::vector<size_t> stage(conns.size(), 0);
     // SCAN visits every key present for the whole scan at least once; the bound only stops
     // a misbehaving server from keeping us forever.
     for (int round = 0; round < 1'000'000; ++round) {
@@ -455,8 +462,8 @@ ListResult scan_names(std::span<redis::Connection> conns, std::string_view prefi
         for (size_t i = 0; i < conns.size(); ++i) {
             if (done[i])
                 continue;
-            std::array<std::string_view, 6> argv{"SCAN", cursors[i], "MATCH",
-                                                 match,  "COUNT",    "1000"};
+            std::array<std::string_view, 6> argv{"SCAN",  cursors[i], "MATCH", matches[stage[i]],
+                                                 "COUNT", "1000"};
             conns[i].start(redis::encode_command(argv), {}, now);
             any = true;
         }
@@ -492,14 +499,20 @@ ListResult scan_names(std::span<redis::Connection> conns, std::string_view prefi
             }
             cursors[i] = std::string(redis::text(*reply->element[0]));
             const redisReply* keys = reply->element[1];
+            const std::string head =
+                stage[i] == 0 ? std::string(prefix) : "{" + std::string(prefix);
+            const std::string tail = stage[i] == 0 ? std::string() : "}:" + std::string(companion);
             for (size_t k = 0; keys->type == REDIS_REPLY_ARRAY && k < keys->elements; ++k) {
                 auto key = redis::text(*keys->element[k]);
-                if (!key.starts_with(prefix))
+                if (!key.starts_with(head) || !key.ends_with(tail) ||
+                    key.size() < head.size() + tail.size())
                     continue;
-                auto name = key.substr(prefix.size());
+                auto name = key.substr(head.size(), key.size() - head.size() - tail.size());
                 if (validate_name(name))
                     names.emplace(name);
             }
+            if (cursors[i] == "0" && ++stage[i] < matches.size())
+                continue; // the next match, from cursor 0
             if (cursors[i] == "0") {
                 done[i] = true;
                 ++result.scanned;

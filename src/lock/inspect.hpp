@@ -112,7 +112,9 @@ void read_inspect_reply(const redisReply& reply, ServerView& sv);
 // Names of the locks under `prefix` matching the glob `pattern`, from every server, merged
 // and sorted. Servers that could not be scanned are returned in `failures`. With
 // `majority_only`, each step waits for a majority of the servers and a moment more
-// (k_list_stragglers), not for the others' timeouts: those are failures then.
+// (k_list_stragglers), not for the others' timeouts: those are failures then. With
+// `companion` ("stats"), the names of the companion keys of that suffix too (names whose
+// lock is free, but whose counters are there).
 struct ListResult {
     std::vector<std::string> names;
     std::vector<ServerView> failures;
@@ -120,7 +122,8 @@ struct ListResult {
     std::vector<bool> cluster; // per server: a Redis Cluster node (its masters were scanned)
 };
 [[nodiscard]] ListResult list_names(std::span<redis::Connection> conns, std::string_view prefix,
-                                    std::string_view pattern, bool majority_only = false);
+                                    std::string_view pattern, bool majority_only = false,
+                                    std::string_view companion = {});
 inline constexpr auto k_list_stragglers = std::chrono::milliseconds(20);
 
 // Deletes the lock on each server where it still holds the token `view` showed there, or
