@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <poll.h>
@@ -30,11 +29,28 @@ std::optional<long long> number(std::string_view text) {
     return value;
 }
 
+// A hash as the read script packs it: fields and values joined by NULs.
 std::vector<std::pair<std::string, std::string>> pairs_of(const redisReply& reply) {
     std::vector<std::pair<std::string, std::string>> out;
-    for (size_t i = 0; reply.type == REDIS_REPLY_ARRAY && i + 1 < reply.elements; i += 2)
-        out.emplace_back(redis::text(*reply.element[i]), redis::text(*reply.element[i + 1]));
+    std::string_view packed = redis::text(reply);
+    std::vector<std::string_view> parts;
+    while (reply.type == REDIS_REPLY_STRING && !packed.empty()) {
+        const size_t nul = packed.find('\0');
+        parts.push_back(packed.substr(0, nul));
+        if (nul == std::string_view::npos)
+            break;
+        packed.remove_prefix(nul + 1);
+        if (packed.empty())
+            parts.emplace_back(); // a last value that is empty
+    }
+    for (size_t i = 0; i + 1 < parts.size(); i += 2)
+        out.emplace_back(parts[i], parts[i + 1]);
     return out;
+}
+
+std::map<std::string, std::string> map_of(const redisReply& reply) {
+    auto pairs = pairs_of(reply);
+    return {std::make_move_iterator(pairs.begin()), std::make_move_iterator(pairs.end())};
 }
 
 // An outcome as redlock words them ("skipped-held"): anything else a foreign writer put in
@@ -62,25 +78,30 @@ struct Part {
 
 // The script's reply (read_script.hpp) into `part`; false when it is not one.
 bool parse_part(const redisReply& reply, Part& part) {
-    if (reply.type != REDIS_REPLY_ARRAY || reply.elements != 9 ||
-        reply.element[1]->type != REDIS_REPLY_ARRAY || reply.element[1]->elements != 5)
+    if (reply.type != REDIS_REPLY_ARRAY || reply.elements != 13)
         return false;
-    const std::string_view kind = redis::text(*reply.element[0]);
-    lock::read_inspect_reply(*reply.element[1], part.view);
-    part.waiters = integer_of(*reply.element[2]);
-    part.queue = integer_of(*reply.element[3]);
-    part.listeners = integer_of(*reply.element[4]);
-    part.counters = parse_counters(pairs_of(*reply.element[5]));
-    part.latest = lock::parse_history_entry(pairs_of(*reply.element[6]));
+    const auto* e = reply.element;
+    const std::string_view kind = redis::text(*e[0]);
+    const long long pttl = e[2]->type == REDIS_REPLY_INTEGER ? e[2]->integer : -2;
+    lock::read_server_view(
+        e[1]->type == REDIS_REPLY_STRING ? std::optional<std::string>(redis::text(*e[1]))
+                                         : std::nullopt,
+        pttl, map_of(*e[3]),
+        e[4]->type == REDIS_REPLY_STRING ? std::optional<std::string_view>(redis::text(*e[4]))
+                                         : std::nullopt,
+        map_of(*e[5]), part.view);
+    part.waiters = integer_of(*e[6]);
+    part.queue = integer_of(*e[7]);
+    part.listeners = integer_of(*e[8]);
+    part.counters = parse_counters(pairs_of(*e[9]));
+    part.latest = lock::parse_history_entry(pairs_of(*e[10]));
     if (kind != "string" && kind != "none") {
         // Not a plain lock: a --limit name's holders (a sorted set beside its N), or a key
         // of another type that keeps the name from being taken.
-        const redisReply& pttl = *reply.element[1]->element[1];
-        part.view.ttl_ms = pttl.type == REDIS_REPLY_INTEGER ? pttl.integer : -2;
-        if (auto n = number(redis::text(*reply.element[7]));
-            kind == "zset" && n && *n > 1 && *n <= 1000) {
+        part.view.ttl_ms = pttl;
+        if (auto n = number(redis::text(*e[11])); kind == "zset" && n && *n > 1 && *n <= 1000) {
             part.limit = *n;
-            const redisReply& tokens = *reply.element[8];
+            const redisReply& tokens = *e[12];
             for (size_t i = 0; tokens.type == REDIS_REPLY_ARRAY && i < tokens.elements; ++i)
                 part.permits.emplace_back(redis::text(*tokens.element[i]));
         } else {
@@ -115,6 +136,10 @@ LockRecord merge(const std::string& name, const std::string& key, std::vector<Pa
     }
     record.waiters = listed + listeners;
     record.view = lock::merge_servers(name, key, std::move(views));
+    // The views render the merged lock only: what each server said is not kept (a
+    // thousand names over five servers would keep five thousand holders).
+    record.view.servers.clear();
+    record.view.servers.shrink_to_fit();
     if (limit) {
         // A semaphore: held while a permit is, each permit a lock of its own held by the
         // token a majority of the servers has.
@@ -135,19 +160,6 @@ LockRecord merge(const std::string& name, const std::string& key, std::vector<Pa
         view.ttl_ms = -2;
     }
     return record;
-}
-
-// Whether an error reply refuses the command `name` itself (renamed, disabled, or not
-// allowed by the ACL), not something a script called.
-bool refuses(std::string_view error, std::string_view name) {
-    std::string lower;
-    for (char c : error.substr(0, 160))
-        lower.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
-    const bool named = lower.find(util::format("'{}'", name)) != std::string::npos ||
-                       lower.find(util::format("`{}`", name)) != std::string::npos;
-    return named &&
-           (lower.starts_with("noperm") || lower.find("unknown command") != std::string::npos ||
-            lower.find("unknown subcommand") != std::string::npos);
 }
 
 } // namespace
@@ -286,8 +298,8 @@ Reading LockReader::read(std::span<const std::string> names, int interrupt_fd) {
                 replies.erase(replies.begin());
                 if (redis::is_error(loaded)) {
                     // SCRIPT LOAD refused (an ACL without it): the whole script each time.
-                    if (!refuses(redis::text(loaded), "script|load") &&
-                        !refuses(redis::text(loaded), "script")) {
+                    if (!redis::refuses_command(redis::text(loaded), "script|load") &&
+                        !redis::refuses_command(redis::text(loaded), "script")) {
                         out.errors[i] = std::string(redis::text(loaded));
                         return Verdict::failed;
                     }
@@ -311,15 +323,15 @@ Reading LockReader::read(std::span<const std::string> names, int interrupt_fd) {
                     // EVALSHA_RO and EVAL_RO are Redis 7's: an older server, or an ACL
                     // that allows the others only.
                     const Mode mode = m_servers[i].mode;
-                    if (mode == Mode::evalsha_ro && refuses(error, "evalsha_ro")) {
+                    if (mode == Mode::evalsha_ro && redis::refuses_command(error, "evalsha_ro")) {
                         m_servers[i].mode = Mode::evalsha;
                         return Verdict::again;
                     }
-                    if (mode == Mode::eval_ro && refuses(error, "eval_ro")) {
+                    if (mode == Mode::eval_ro && redis::refuses_command(error, "eval_ro")) {
                         m_servers[i].mode = Mode::eval;
                         return Verdict::again;
                     }
-                    if (mode == Mode::evalsha && refuses(error, "evalsha")) {
+                    if (mode == Mode::evalsha && redis::refuses_command(error, "evalsha")) {
                         m_servers[i].mode = Mode::eval;
                         return Verdict::again;
                     }
@@ -343,6 +355,8 @@ Reading LockReader::read(std::span<const std::string> names, int interrupt_fd) {
                 send(i, now);
         }
         std::optional<Clock::time_point> majority_at;
+        Clock::time_point grace_until{};
+        const auto sent_at = now;
         int retries = 0;
         std::vector<pollfd> fds;
         for (;;) {
@@ -395,19 +409,20 @@ Reading LockReader::read(std::span<const std::string> names, int interrupt_fd) {
             }
             size_t answered = 0;
             bool all_done = true;
-            // A majority in: the others get a moment more, unless they missed the last
-            // reading too (a frozen server costs nothing then).
-            bool wait_more = false;
             for (size_t i = 0; i < n; ++i) {
                 answered += done[i] && !missed[i];
                 all_done = all_done && done[i];
-                wait_more = wait_more || (!done[i] && !m_servers[i].late);
             }
             if (all_done)
                 break;
-            if (answered >= majority && !majority_at)
+            if (answered >= majority && !majority_at) {
                 majority_at = now;
-            if (majority_at && (!wait_more || now >= *majority_at + k_stragglers))
+                // The others get as long again as the majority took (a loaded machine, a
+                // far server), and at least k_stragglers: a frozen one costs that, not
+                // its timeouts.
+                grace_until = now + std::max<Clock::duration>(k_stragglers, now - sent_at);
+            }
+            if (majority_at && now >= grace_until)
                 break;
             fds.clear();
             if (interrupt_fd >= 0)
@@ -415,8 +430,8 @@ Reading LockReader::read(std::span<const std::string> names, int interrupt_fd) {
             const size_t at = fds.size();
             redis::add_pollfds(m_conns, fds);
             auto until = redis::earliest_deadline(m_conns);
-            if (majority_at && (!until || *majority_at + k_stragglers < *until))
-                until = *majority_at + k_stragglers;
+            if (majority_at && (!until || grace_until < *until))
+                until = grace_until;
             const int timeout = until ? util::poll_timeout_ms(now, *until) : 1000;
             const int rc = ::poll(fds.data(), fds.size(), timeout);
             if (rc < 0 && errno != EINTR)
@@ -437,8 +452,6 @@ Reading LockReader::read(std::span<const std::string> names, int interrupt_fd) {
                 missed[i] = true;
             }
     }
-    for (size_t i = 0; i < n; ++i)
-        m_servers[i].late = missed[i];
     out.locks.reserve(names.size());
     for (size_t k = 0; k < names.size(); ++k)
         out.locks.push_back(merge(names[k], lock::Keys(m_prefix, names[k]).lock, parts[k]));

@@ -2,9 +2,9 @@
 // Reading many locks at once, for the fleet view: one command per name and server
 // (fleet/read_script.hpp), pipelined in batches to every server at once, and merged per
 // name by the majority rule of lock/inspect. A reading waits for a majority of the servers
-// and then a moment more (k_stragglers), never for a frozen one's timeouts; a server that
-// missed a batch is not asked again in the same reading, and is given no moment at all in
-// the next (it counts as unreachable until it answers in time again).
+// and then as long again as they took (k_stragglers at least), never for a frozen one's
+// timeouts; a server that missed a batch is not asked again in the same reading (it counts
+// as unreachable there).
 
 #include <array>
 #include <map>
@@ -92,7 +92,6 @@ class LockReader {
     struct Server {
         Mode mode = Mode::evalsha_ro;
         bool cluster = false;
-        bool late = false; // missed the last reading: not waited for beyond a majority
     };
     [[nodiscard]] std::string command(Mode mode, const std::string& name) const;
 

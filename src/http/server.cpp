@@ -23,7 +23,7 @@ struct Api {
     decltype(&::MHD_get_daemon_info) daemon_info;
     decltype(&::MHD_get_timeout) get_timeout;
     decltype(&::MHD_run) run;
-    decltype(&::MHD_create_response_from_buffer) create_response;
+    decltype(&::MHD_create_response_from_buffer_with_free_callback_cls) create_response;
     decltype(&::MHD_add_response_header) add_header;
     decltype(&::MHD_queue_response) queue_response;
     decltype(&::MHD_destroy_response) destroy_response;
@@ -52,7 +52,8 @@ util::Expected<const Api*> load() {
                             find(lib, "MHD_get_daemon_info", api.daemon_info) &&
                             find(lib, "MHD_get_timeout", api.get_timeout) &&
                             find(lib, "MHD_run", api.run) &&
-                            find(lib, "MHD_create_response_from_buffer", api.create_response) &&
+                            find(lib, "MHD_create_response_from_buffer_with_free_callback_cls",
+                                 api.create_response) &&
                             find(lib, "MHD_add_response_header", api.add_header) &&
                             find(lib, "MHD_queue_response", api.queue_response) &&
                             find(lib, "MHD_destroy_response", api.destroy_response);
@@ -169,10 +170,16 @@ struct Server::Daemon {
         } catch (...) {
             response = {500, "text/plain; charset=utf-8", "internal error\n", {}};
         }
-        MHD_Response* r = self.api->create_response(response.body.size(), response.body.data(),
-                                                    MHD_RESPMEM_MUST_COPY);
-        if (!r)
+        // The body handed over as it is (a scrape of a thousand names is megabytes): freed
+        // by the daemon once sent.
+        auto* body = new std::string(std::move(response.body));
+        MHD_Response* r = self.api->create_response(
+            body->size(), body->data(), [](void* text) { delete static_cast<std::string*>(text); },
+            body);
+        if (!r) {
+            delete body;
             return MHD_NO;
+        }
         self.api->add_header(r, "Content-Type", response.content_type.c_str());
         self.api->add_header(r, "Cache-Control", "no-store");
         self.api->add_header(r, "X-Content-Type-Options", "nosniff");

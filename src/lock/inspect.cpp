@@ -43,8 +43,7 @@ std::optional<long long> number_field(const std::map<std::string, std::string>& 
 }
 
 // A slot record as k_claim_slot_script writes it; nullopt when absent or not one.
-std::optional<LastRun> parse_last_run(const redisReply& reply) {
-    auto fields = hash_fields(reply);
+std::optional<LastRun> parse_last_run(std::map<std::string, std::string> fields) {
     auto slot = number_field(fields, "slot");
     auto slot_ms = number_field(fields, "slot_ms");
     auto started = number_field(fields, "started_ms");
@@ -128,21 +127,35 @@ const char* state_name(LockState state) {
 }
 
 void read_inspect_reply(const redisReply& reply, ServerView& sv) {
-    sv.reachable = true;
-    if (const redisReply* fence = reply.element[3]; fence->type == REDIS_REPLY_STRING)
-        sv.fence = std::strtoll(std::string(redis::text(*fence)).c_str(), nullptr, 10);
-    sv.last_run = parse_last_run(*reply.element[4]);
     const redisReply* token = reply.element[0];
-    if (token->type != REDIS_REPLY_STRING)
+    const redisReply* fence = reply.element[3];
+    read_server_view(
+        token->type == REDIS_REPLY_STRING ? std::optional<std::string>(redis::text(*token))
+                                          : std::nullopt,
+        reply.element[1]->type == REDIS_REPLY_INTEGER ? reply.element[1]->integer : -2,
+        hash_fields(*reply.element[2]),
+        fence->type == REDIS_REPLY_STRING ? std::optional<std::string_view>(redis::text(*fence))
+                                          : std::nullopt,
+        hash_fields(*reply.element[4]), sv);
+}
+
+void read_server_view(std::optional<std::string> token, long long pttl,
+                      const std::map<std::string, std::string>& meta,
+                      std::optional<std::string_view> fence,
+                      std::map<std::string, std::string> slot, ServerView& sv) {
+    sv.reachable = true;
+    if (fence)
+        sv.fence = std::strtoll(std::string(*fence).c_str(), nullptr, 10);
+    sv.last_run = parse_last_run(std::move(slot));
+    if (!token)
         return;
-    sv.token = std::string(redis::text(*token));
-    sv.ttl_ms = reply.element[1]->type == REDIS_REPLY_INTEGER ? reply.element[1]->integer : -2;
-    const auto fields = hash_fields(*reply.element[2]);
-    const auto owner = fields.find("token");
-    if (auto it = fields.find("fence");
-        it != fields.end() && owner != fields.end() && owner->second == *sv.token)
+    sv.token = std::move(token);
+    sv.ttl_ms = pttl;
+    const auto owner = meta.find("token");
+    if (auto it = meta.find("fence");
+        it != meta.end() && owner != meta.end() && owner->second == *sv.token)
         sv.holder_fence = std::strtoll(it->second.c_str(), nullptr, 10);
-    sv.holder = parse_holder(fields, *sv.token);
+    sv.holder = parse_holder(meta, *sv.token);
 }
 
 LockView merge_servers(std::string name, std::string key, std::vector<ServerView> servers) {

@@ -4,6 +4,7 @@
 // by force (compare-and-delete of exactly the tokens that were shown).
 
 #include <chrono>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
@@ -94,6 +95,12 @@ struct LockView {
 // One server's reply to k_inspect_script ({token, pttl, metadata, fence, slot record}, five
 // elements) into `sv`, which it marks reachable.
 void read_inspect_reply(const redisReply& reply, ServerView& sv);
+// The same from what was read: the token (nullopt: free), its PTTL, the metadata hash, the
+// fence counter's text, the --once-per record's hash.
+void read_server_view(std::optional<std::string> token, long long pttl,
+                      const std::map<std::string, std::string>& meta,
+                      std::optional<std::string_view> fence,
+                      std::map<std::string, std::string> slot, ServerView& sv);
 
 // One lock's views on each of the servers (all of them, in order: those that could not be
 // read marked unreachable; a key of the wrong type with its PTTL) merged by the majority

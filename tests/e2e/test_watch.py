@@ -38,13 +38,20 @@ return 1
 """
 
 
-class WatchBurstTest(E2ETest):
-    def test_a_burst_of_notices_past_the_readers_bound_does_not_stop_the_notices(self):
+class WatchTest(E2ETest):
+    def watching(self):
+        """A server, the arguments naming it, and `watch --json` subscribed to it."""
         server = self.redis_server()
         args = ["-s", server.url()]
         watch = self.start_redlock(args + ["watch", "--json"])
         wait_until(lambda: int(server.command("PUBSUB", "NUMPAT")) >= 2, 10,
                    message="watch to subscribe", proc=watch)
+        return server, args, watch
+
+
+class WatchBurstTest(WatchTest):
+    def test_a_burst_of_notices_past_the_readers_bound_does_not_stop_the_notices(self):
+        server, args, watch = self.watching()
         # Stopped while 8 MB of notices (8000 of 1 KB) queue up for it: at its next read far
         # more than its reader's bound (64 reads of 4 KB) waits in the socket at once.
         os.kill(watch.pid, signal.SIGSTOP)
@@ -95,13 +102,9 @@ class WatchFrozenServerTest(E2ETest):
         self.assertEqual(watch.wait(10), 0)
 
 
-class WatchMemoryTest(E2ETest):
+class WatchMemoryTest(WatchTest):
     def test_what_watch_keeps_does_not_grow_with_every_name_it_ever_heard_of(self):
-        server = self.redis_server()
-        args = ["-s", server.url()]
-        watch = self.start_redlock(args + ["watch", "--json"])
-        wait_until(lambda: int(server.command("PUBSUB", "NUMPAT")) >= 2, 10,
-                   message="watch to subscribe", proc=watch)
+        server, _, watch = self.watching()
 
         def reads():
             # Each name heard of is read once, by one script call.
