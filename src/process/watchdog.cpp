@@ -370,20 +370,47 @@ WATCHDOG_CODE void kill_everything(Memory& m) {
     }
 }
 
-// Reads one whole message; false at EOF or on an error.
-WATCHDOG_CODE bool read_message(int fd, Message& out) {
-    char buf[sizeof(Message)];
-    size_t got = 0;
-    while (got < sizeof buf) {
-        long n = sys(SYS_read, fd, arg(buf + got), static_cast<long>(sizeof buf - got));
+// Takes one message from redlock into the watch; false for "done".
+WATCHDOG_CODE bool apply(Watch& w, const Message& msg) {
+    if (msg.kind == k_done)
+        return false;
+    if (msg.kind == k_deadlines) {
+        w.term_at = msg.a;
+        w.kill_at = msg.b;
+    } else if (msg.kind == k_lost) {
+        w.term_at = 0;
+        w.kill_at = msg.b;
+    } else if (msg.kind == k_group) {
+        w.pgid = static_cast<pid_t>(msg.a);
+        w.session = msg.b != 0;
+    }
+    return true;
+}
+
+enum class Drained { more, done, closed };
+
+// Reads every message waiting on the pipe (non-blocking) before the watchdog acts: one
+// that was stopped and continued finds a deadline per renewal queued, and only the latest
+// counts (acting on the oldest would kill a healthy PROGRAM). `closed` once the pipe is at
+// EOF: redlock died without saying "done". A Message is written in one atomic write and
+// read in whole multiples of its size, so no read ends mid-message.
+WATCHDOG_CODE Drained drain(int fd, Watch& w) {
+    alignas(Message) char buf[sizeof(Message) * 64];
+    for (;;) {
+        const long n = sys(SYS_read, fd, arg(buf), sizeof buf);
         if (n == -EINTR)
             continue;
+        if (n == -EAGAIN)
+            return Drained::more;
         if (n <= 0)
-            return false;
-        got += static_cast<size_t>(n);
+            return Drained::closed;
+        for (long at = 0; at + static_cast<long>(sizeof(Message)) <= n; at += sizeof(Message)) {
+            Message msg{};
+            std::memcpy(&msg, buf + at, sizeof msg);
+            if (!apply(w, msg))
+                return Drained::done;
+        }
     }
-    std::memcpy(&out, buf, sizeof out);
-    return true;
 }
 
 // Closes every descriptor but the `n` in `keep` (sorted): a caller waiting for redlock's
@@ -436,6 +463,7 @@ WATCHDOG_CODE int watch(void* memory) {
             keep[i] = k;
         }
     close_all_but(keep, kept);
+    sys(SYS_fcntl, fd, F_SETFL, O_NONBLOCK); // see drain()
     const long timer = sys(SYS_timerfd_create, CLOCK_BOOTTIME, TFD_CLOEXEC);
     for (;;) {
         const long long at = next_action(w);
@@ -459,21 +487,11 @@ WATCHDOG_CODE int watch(void* memory) {
         if (rc < 0 && rc != -EINTR)
             break;
         if (fds[0].revents) {
-            Message msg{};
-            if (!read_message(fd, msg))
-                break; // the pipe closed: redlock died without saying so
-            if (msg.kind == k_done)
+            const Drained drained = drain(fd, w);
+            if (drained == Drained::done)
                 sys(SYS_exit_group, 0);
-            if (msg.kind == k_deadlines) {
-                w.term_at = msg.a;
-                w.kill_at = msg.b;
-            } else if (msg.kind == k_lost) {
-                w.term_at = 0;
-                w.kill_at = msg.b;
-            } else if (msg.kind == k_group) {
-                w.pgid = static_cast<pid_t>(msg.a);
-                w.session = msg.b != 0;
-            }
+            if (drained == Drained::closed)
+                break; // the pipe closed: redlock died without saying so
         }
         if (timer >= 0 && fds[1].revents) {
             std::uint64_t expirations = 0;
