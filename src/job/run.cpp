@@ -393,6 +393,12 @@ RunResult run(const RunSpec& options, const config::Config& config, Observer& ob
 
     const auto supervised =
         supervise(lock, *child, *signals, *watchdog, options.name, options.max_hold, observer);
+    // The tree is reaped: its cgroup goes now, not after the release's round trip, so a
+    // redlock killed meanwhile leaves none behind. Until then the watchdog, which removes
+    // it if redlock dies, stays armed.
+    if (cgroup)
+        cgroup->remove();
+    watchdog->disarm();
     RunResult result{.outcome = Outcome::ran,
                      .program_status = process::exit_status_of(supervised.wait_status)};
     switch (supervised.end) {

@@ -16,6 +16,7 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
+#include "process/raw_syscall.hpp"
 #include "util/format.hpp"
 
 namespace redlock::process {
@@ -26,46 +27,12 @@ namespace {
 // redlock's fate. The OOM killer kills every process that shares its victim's memory, and
 // a process that shares it dies with a core-dumping redlock before Linux 5.16. Its name
 // is not "redlock" either, so that `killall redlock` or `pkill -9 redlock` leave it to
-// act. It makes its system calls itself, as it did when it shared redlock's memory: it
-// runs on a stack of its own from clone(), and touches no libc state.
-#if defined(__x86_64__)
-[[gnu::always_inline]] inline long sys(long n, long a = 0, long b = 0, long c = 0, long d = 0,
-                                       long e = 0) {
-    long ret = 0;
-    register long r10 __asm__("r10") = d;
-    register long r8 __asm__("r8") = e;
-    __asm__ volatile("syscall"
-                     : "=a"(ret)
-                     : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8)
-                     : "rcx", "r11", "memory");
-    return ret;
-}
-#elif defined(__aarch64__)
-[[gnu::always_inline]] inline long sys(long n, long a = 0, long b = 0, long c = 0, long d = 0,
-                                       long e = 0) {
-    register long x8 __asm__("x8") = n;
-    register long x0 __asm__("x0") = a;
-    register long x1 __asm__("x1") = b;
-    register long x2 __asm__("x2") = c;
-    register long x3 __asm__("x3") = d;
-    register long x4 __asm__("x4") = e;
-    __asm__ volatile("svc 0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2), "r"(x3), "r"(x4) : "memory");
-    return x0;
-}
-#else
-inline long sys(long n, long a = 0, long b = 0, long c = 0, long d = 0, long e = 0) {
-    long ret = ::syscall(n, a, b, c, d, e);
-    return ret < 0 ? -errno : ret;
-}
-#endif
-
-// Everything below up to Watchdog::start runs in the watchdog, under the rules above.
-#define WATCHDOG_CODE [[gnu::no_sanitize("address", "undefined", "thread")]]
-
-template <class T>
-long arg(T* p) {
-    return reinterpret_cast<long>(p);
-}
+// act. It makes its system calls itself (process/raw_syscall.hpp), as it did when it
+// shared redlock's memory: it runs on a stack of its own from clone(), and touches no
+// libc state. Everything below up to Watchdog::start runs in the watchdog.
+#define WATCHDOG_CODE REDLOCK_RAW_CODE
+using raw::arg;
+using raw::sys;
 
 // One message on the pipe: a kind and two times (ns on CLOCK_BOOTTIME) or a pid. Writes of
 // this size to a pipe are atomic.
@@ -361,8 +328,10 @@ WATCHDOG_CODE void kill_everything(Memory& m) {
     for (int round = 0; round < k_final_rounds; ++round) {
         const size_t found = signal_tree(m, SIGKILL);
         const bool populated = cgroup_populated(m);
+        // With any cgroup below it: a run nested in PROGRAM, whose watchdog died in the
+        // cgroup.kill above.
         if (!populated && m.cgroup_parent >= 0 &&
-            sys(SYS_unlinkat, m.cgroup_parent, arg(m.cgroup_name), AT_REMOVEDIR) == 0)
+            remove_cgroup_tree(m.cgroup_parent, m.cgroup_name))
             m.cgroup_parent = -1;
         if (found == 0 && !populated)
             return;

@@ -16,7 +16,7 @@ import signal
 import sys
 import unittest
 
-from redlock_e2e import E2ETest, kill_quietly, pid_alive, read_pid_file, wait_until
+from redlock_e2e import REDLOCK_BIN, E2ETest, kill_quietly, pid_alive, read_pid_file, wait_until
 
 # PROGRAM for the first holder: a child that moves to a process group of its own (what
 # timeout(1), `set -m` or any setpgid does), a daemon in a session of its own (setsid),
@@ -71,6 +71,15 @@ def children(pid):
             except (OSError, IndexError, ValueError):
                 pass
     return out
+
+
+def cgroup_directory(pid):
+    """Where process `pid`'s cgroup v2 is in the file system."""
+    with open(f"/proc/{pid}/cgroup") as f:
+        path = next(line[3:].strip() for line in f if line.startswith("0::"))
+    with open("/proc/self/mountinfo") as f:
+        mount = next(line.split()[4] for line in f if " - cgroup2 " in line)
+    return mount + path
 
 
 def comm(pid):
@@ -177,6 +186,57 @@ class KilledRedlockTest(E2ETest):
         with open("/proc/self/mountinfo") as f:
             mount = [line.split()[4] for line in f if " - cgroup2 " in line][0]
         self.assertFalse(os.path.exists(mount + path), f"{mount + path} left behind")
+
+    def assertCgroupsGoAway(self, paths):
+        for path in paths:
+            try:
+                wait_until(lambda: not os.path.exists(path), 10, message=f"{path} to go")
+            except AssertionError:
+                self.fail(f"{path} left behind")
+
+    def test_a_redlock_killed_during_its_release_leaves_no_cgroup(self):
+        if not self.cgroup_available():
+            self.skipTest("redlock cannot make a cgroup here")
+        d = self.mkdtemp("release-")
+        script = ('echo $$ > "$1/pid.tmp" && mv "$1/pid.tmp" "$1/pid"; '
+                  'while [ ! -e "$1/go" ]; do sleep 0.02; done')
+        proc = self.start_redlock(self.global_args + ["run", "-k", "rel", "-t", "10s", "--",
+                                                      "sh", "-c", script, "sh", d])
+        program = read_pid_file(f"{d}/pid", proc=proc)
+        self.kill_at_cleanup(program)
+        group = cgroup_directory(program)
+        self.assertRegex(group, rf"/redlock-{proc.pid}$")
+        # The release waits on a frozen server: PROGRAM has ended and been reaped, and
+        # redlock is still releasing when it is killed.
+        self.server.freeze()
+        self.addCleanup(self.server.thaw)
+        open(f"{d}/go", "w").close()
+        wait_until(lambda: not os.path.exists(f"/proc/{program}"), 10,
+                   message="PROGRAM to end and be reaped", proc=proc)
+        proc.send_signal(signal.SIGKILL)
+        self.assertEqual(proc.wait(10), -signal.SIGKILL)
+        self.assertCgroupsGoAway([group])
+
+    def test_a_run_nested_in_another_names_run_leaves_no_cgroup_when_the_outer_is_killed(self):
+        # The inner run's cgroup is inside the outer one's, and its watchdog dies in the
+        # outer watchdog's cgroup.kill: the outer one removes both, deepest first.
+        if not self.cgroup_available():
+            self.skipTest("redlock cannot make a cgroup here")
+        d = self.mkdtemp("nested-")
+        inner = ('echo $$ > "$1/pid.tmp" && mv "$1/pid.tmp" "$1/pid"; exec sleep 600')
+        proc = self.start_redlock(self.global_args + [
+            "run", "-k", "outer", "-t", "10s", "--", REDLOCK_BIN, *self.global_args, "run",
+            "-k", "inner", "-t", "10s", "--", "sh", "-c", inner, "sh", d])
+        program = read_pid_file(f"{d}/pid", proc=proc)
+        self.kill_at_cleanup(program)
+        group = cgroup_directory(program)
+        outer = os.path.dirname(group)
+        self.assertRegex(outer, rf"/redlock-{proc.pid}$")
+        self.assertRegex(group, r"/redlock-\d+$")
+        proc.send_signal(signal.SIGKILL)
+        self.assertEqual(proc.wait(10), -signal.SIGKILL)
+        wait_until(lambda: not pid_alive(program), 10, message="the inner PROGRAM to die")
+        self.assertCgroupsGoAway([group, outer])
 
     def test_a_dead_watchdog_makes_redlock_stop_program_and_fail(self):
         proc, d, pids = self.start_tree("nodog")
