@@ -779,8 +779,8 @@ class Result:
 
 # A PROGRAM for `redlock run` that records what it sees and holds the lock until told:
 #   $1 = its directory; $2 = exit code.
-# It writes token, key and pid atomically (write + mv), then "ready", waits for "go",
-# writes "done" and exits. "done" existing means PROGRAM is about to exit; while it does
+# It writes token, key, fence, nesting secret and pid atomically (write + mv), then
+# "ready", waits for "go", writes "done" and exits. "done" existing means PROGRAM is about to exit; while it does
 # not, the lock must be held. Meanwhile it runs each script written to "request" (a
 # process of its own tree: a nested run), its outputs and status in "reply.*".
 HOLDER_SCRIPT = r'''
@@ -788,6 +788,7 @@ d=$1
 printf '%s' "$REDLOCK_TOKEN" > "$d/token.tmp" && mv "$d/token.tmp" "$d/token"
 printf '%s' "$REDLOCK_KEY" > "$d/key.tmp" && mv "$d/key.tmp" "$d/key"
 printf '%s' "$REDLOCK_FENCE" > "$d/fence.tmp" && mv "$d/fence.tmp" "$d/fence"
+printf '%s' "$REDLOCK_NEST_SECRET" > "$d/secret.tmp" && mv "$d/secret.tmp" "$d/secret"
 echo $$ > "$d/pid.tmp" && mv "$d/pid.tmp" "$d/pid"
 : > "$d/ready"
 while [ ! -e "$d/go" ]; do
