@@ -300,7 +300,7 @@ RunResult run(const RunSpec& options, const config::Config& config, Observer& ob
         log::verbose("PROGRAM runs in the cgroup {}", cgroup->path());
     }
     child->ignore_descendant(watchdog->pid());
-    watchdog->watch_group(child->pid(), child->own_session());
+    watchdog->watch_group(child->pid(), child->own_session(), child->in_cgroup());
 
     const auto supervised =
         supervise(lock, *child, *signals, *watchdog, options.name, options.max_hold, observer);
