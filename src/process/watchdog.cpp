@@ -245,6 +245,39 @@ WATCHDOG_CODE size_t read_pids(int proc, const char* path, pid_t* out, size_t n,
     return n;
 }
 
+// Calls visit.entry(n) for each entry of the directory `dir` whose name is a number (a
+// pid in /proc, a thread id in /proc/PID/task).
+template <class Visit>
+WATCHDOG_CODE void for_each_numbered(long dir, Visit& visit) {
+    alignas(8) char buf[4096];
+    for (long got; (got = sys(SYS_getdents64, dir, arg(buf), sizeof buf)) > 0;) {
+        for (long at = 0; at < got;) {
+            // struct linux_dirent64: ino (8), off (8), reclen (2), type (1), name.
+            unsigned short reclen = 0;
+            std::memcpy(&reclen, buf + at + 16, sizeof reclen);
+            const char* name = buf + at + 19;
+            at += reclen;
+            const char* s = name;
+            const long long n = parse_number(s, name + 16);
+            if (n > 0 && *s == '\0')
+                visit.entry(static_cast<pid_t>(n));
+        }
+    }
+}
+
+// Reads the children of each thread of a process into m.children (from n).
+struct ThreadChildren {
+    Memory& m;
+    char* path; // "PID/task/"
+    char* tail; // where the thread id goes in it
+    bool& complete;
+    size_t n = 0;
+    WATCHDOG_CODE void entry(pid_t tid) {
+        *put(put(tail, static_cast<unsigned long long>(tid)), "/children") = '\0';
+        n = read_pids(m.proc, path, m.children, n, k_max_tree, complete);
+    }
+};
+
 // The children of process `pid` into m.children; how many. Each thread has its own
 // (/proc/PID/task/TID/children): the one that forked them.
 WATCHDOG_CODE size_t children_of(Memory& m, pid_t pid, long threads, bool& complete) {
@@ -260,25 +293,10 @@ WATCHDOG_CODE size_t children_of(Memory& m, pid_t pid, long threads, bool& compl
         complete = false;
         return 0;
     }
-    size_t n = 0;
-    alignas(8) char buf[4096];
-    for (long got; (got = sys(SYS_getdents64, dir, arg(buf), sizeof buf)) > 0;) {
-        for (long at = 0; at < got;) {
-            // struct linux_dirent64: ino (8), off (8), reclen (2), type (1), name.
-            unsigned short reclen = 0;
-            std::memcpy(&reclen, buf + at + 16, sizeof reclen);
-            const char* name = buf + at + 19;
-            at += reclen;
-            const char* s = name;
-            const long long tid = parse_number(s, name + 16);
-            if (tid <= 0 || *s != '\0')
-                continue;
-            *put(put(tail, static_cast<unsigned long long>(tid)), "/children") = '\0';
-            n = read_pids(m.proc, path, m.children, n, k_max_tree, complete);
-        }
-    }
+    ThreadChildren each{m, path, tail, complete};
+    for_each_numbered(dir, each);
     sys(SYS_close, dir);
-    return n;
+    return each.n;
 }
 
 // The pid set of Memory: emptied in O(1) by a new generation.
@@ -384,7 +402,22 @@ WATCHDOG_CODE bool still_alive(Memory& m, const Member& member, Stat& now) {
     return read_stat(m.proc, member.pid, now) && now.start == member.start;
 }
 
-// Calls `each(pid, threads)` for every process of PROGRAM's session (when it leads one:
+// Passes on to each.add(pid, threads) the processes of PROGRAM's session.
+template <class Each>
+struct SessionMembers {
+    Memory& m;
+    Each& each;
+    size_t count = 0;
+    WATCHDOG_CODE void entry(pid_t pid) {
+        Stat st{};
+        if (pid != m.watch.self && read_stat(m.proc, pid, st) && st.session == m.watch.pgid) {
+            each.add(pid, st.threads);
+            ++count;
+        }
+    }
+};
+
+// Calls each.add(pid, threads) for every process of PROGRAM's session (when it leads one:
 // its members are PROGRAM's, found even once redlock is gone, unless they left it with
 // setsid), by a pass over /proc. Returns how many.
 template <class Each>
@@ -394,26 +427,10 @@ WATCHDOG_CODE size_t for_each_in_session(Memory& m, Each& each) {
     const long dir = sys(SYS_openat, m.proc, arg("."), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dir < 0)
         return 0;
-    size_t count = 0;
-    alignas(8) char buf[4096];
-    for (long got; (got = sys(SYS_getdents64, dir, arg(buf), sizeof buf)) > 0;) {
-        for (long at = 0; at < got;) {
-            unsigned short reclen = 0;
-            std::memcpy(&reclen, buf + at + 16, sizeof reclen);
-            const char* name = buf + at + 19;
-            at += reclen;
-            const char* s = name;
-            const long long pid = parse_number(s, name + 16);
-            Stat st{};
-            if (pid <= 0 || *s != '\0' || pid == m.watch.self ||
-                !read_stat(m.proc, static_cast<pid_t>(pid), st) || st.session != m.watch.pgid)
-                continue;
-            each.add(static_cast<pid_t>(pid), st.threads);
-            ++count;
-        }
-    }
+    SessionMembers<Each> members{m, each};
+    for_each_numbered(dir, members);
     sys(SYS_close, dir);
-    return count;
+    return members.count;
 }
 
 // Every process in PROGRAM's cgroup gets `sig`; SIGKILL through cgroup.kill. Returns how

@@ -805,6 +805,27 @@ exit "$2"
 '''
 
 
+def run_in_holder_script(d, words, timeout=60.0, proc=None):
+    """Runs the command `words` in the tree of the HOLDER_SCRIPT serving directory `d` (its
+    child); returns a Result. `proc`: the process whose exit fails the wait early."""
+    for name in ("reply.status", "reply.out", "reply.err"):
+        if os.path.exists(os.path.join(d, name)):
+            os.unlink(os.path.join(d, name))
+    started = time.monotonic()
+    with open(os.path.join(d, "request.tmp"), "w") as f:
+        f.write("exec " + " ".join(shlex.quote(w) for w in words) + "\n")
+    os.rename(os.path.join(d, "request.tmp"), os.path.join(d, "request"))
+    status = os.path.join(d, "reply.status")
+    wait_until(lambda: os.path.exists(status), timeout, message="the run inside the holder",
+               proc=proc)
+
+    def read(name):
+        with open(os.path.join(d, name)) as f:
+            return f.read()
+    return Result(int(read("reply.status")), read("reply.out"), read("reply.err"),
+                  time.monotonic() - started, words)
+
+
 class Holder:
     """`redlock run ... -- sh -c HOLDER_SCRIPT` in the background."""
 
@@ -857,17 +878,7 @@ class Holder:
         variables of `env` set and those in `unset` removed; returns a Result."""
         words = ["env"] + [f"-u{name}" for name in unset]
         words += [f"{k}={v}" for k, v in (env or {}).items()] + [REDLOCK_BIN] + list(args)
-        for name in ("reply.status", "reply.out", "reply.err"):
-            if os.path.exists(self.path(name)):
-                os.unlink(self.path(name))
-        started = time.monotonic()
-        with open(self.path("request.tmp"), "w") as f:
-            f.write("exec " + " ".join(shlex.quote(w) for w in words) + "\n")
-        os.rename(self.path("request.tmp"), self.path("request"))
-        wait_until(lambda: os.path.exists(self.path("reply.status")), timeout,
-                   message="the run inside the holder", proc=self.proc)
-        return Result(int(self._file("reply.status")), self._file("reply.out"),
-                      self._file("reply.err"), time.monotonic() - started, words)
+        return run_in_holder_script(self.dir, words, timeout, self.proc)
 
     def release(self, timeout=30.0):
         """Lets PROGRAM exit and returns redlock's status."""

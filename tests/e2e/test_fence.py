@@ -313,13 +313,9 @@ class PauseTest(StoppedRedlockTest):
         # While the watchdog is stopped, redlock renews and sends it a deadline per
         # renewal. Continued, it must go by the latest one (the lease is healthy), not by
         # the oldest queued, whose time has long passed.
-        d = self.mkdtemp("dog-")
-        script = ('echo $$ > "$1/pid.tmp" && mv "$1/pid.tmp" "$1/pid"; '
-                  'while [ ! -e "$1/go" ]; do sleep 0.02; done')
-        proc = self.start_redlock(self.global_args + ["run", "-k", "dog", "-t", "1s", "--",
-                                                      "sh", "-c", script, "sh", d])
-        program = read_pid_file(f"{d}/pid", proc=proc)
-        self.kill_at_cleanup(program)
+        holder = self.holder(["-k", "dog", "-t", "1s"],
+                             global_args=self.global_args).wait_ready()
+        proc, program = holder.proc, holder.program_pid
         dog = self.watchdog_of(proc.pid, program)
         self.stop(dog)
         # Renewals go every third of the 1 s lease: after six of them, the deadlines the
@@ -333,8 +329,7 @@ class PauseTest(StoppedRedlockTest):
         wait_until(lambda: voluntary_switches(dog) > switches, 10,
                    message="the watchdog to run and sleep again")
         self.assertTrue(pid_alive(program), "the continued watchdog killed a healthy PROGRAM")
-        open(f"{d}/go", "w").close()
-        self.assertEqual(proc.wait(30), 0, proc.stderr)
+        self.assertEqual(holder.release(), 0, proc.stderr)
 
     def test_a_whole_host_pause_is_caught_by_the_fence(self):
         # Everything of the first holder stopped, watchdog included: what no local

@@ -295,20 +295,15 @@ class KilledRedlockTest(E2ETest):
     def test_a_redlock_killed_during_its_release_leaves_no_cgroup(self):
         if not self.cgroup_available():
             self.skipTest("redlock cannot make a cgroup here")
-        d = self.mkdtemp("release-")
-        script = ('echo $$ > "$1/pid.tmp" && mv "$1/pid.tmp" "$1/pid"; '
-                  'while [ ! -e "$1/go" ]; do sleep 0.02; done')
-        proc = self.start_redlock(self.global_args + ["run", "-k", "rel", "-t", "10s", "--",
-                                                      "sh", "-c", script, "sh", d])
-        program = read_pid_file(f"{d}/pid", proc=proc)
-        self.kill_at_cleanup(program)
+        holder = self.holder(["-k", "rel", "-t", "10s"], global_args=self.global_args)
+        proc, program = holder.proc, holder.wait_ready().program_pid
         group = cgroup_directory(program)
         self.assertRegex(group, rf"/redlock-{proc.pid}$")
         # The release waits on a frozen server: PROGRAM has ended and been reaped, and
         # redlock is still releasing when it is killed.
         self.server.freeze()
         self.addCleanup(self.server.thaw)
-        open(f"{d}/go", "w").close()
+        open(holder.path("go"), "w").close()
         wait_until(lambda: not os.path.exists(f"/proc/{program}"), 10,
                    message="PROGRAM to end and be reaped", proc=proc)
         proc.send_signal(signal.SIGKILL)

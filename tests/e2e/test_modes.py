@@ -3,14 +3,13 @@
 
 import json
 import os
-import shlex
 import shutil
 import subprocess
 import time
 import unittest
 
 from redlock_e2e import (HOLDER_SCRIPT, REDLOCK_BIN, SLACK, E2ETest, pid_alive,
-                         read_pid_file, wait_until)
+                         read_pid_file, run_in_holder_script, wait_until)
 
 
 class MaxHoldTest(E2ETest):
@@ -328,24 +327,6 @@ def unshare_pid_namespace_or_skip(test):
         test.skipTest(f"unshare --pid --fork --mount-proc does not work here: {r.stderr.strip()}")
 
 
-# A shell that serves requests from inside a pid namespace of its own, as pid 2 (pid 1 is
-# the shell unshare started): it writes its pid, then "ready", then runs each script
-# written to $1/request, its status in $1/reply.status, until $1/stop exists.
-NAMESPACE_SERVER = r"""
-d=$1
-echo $$ > "$d/pid.tmp" && mv "$d/pid.tmp" "$d/pid"
-: > "$d/ready"
-while [ ! -e "$d/stop" ]; do
-    if [ -e "$d/request" ]; then
-        sh "$d/request" > "$d/reply.out" 2> "$d/reply.err"
-        echo $? > "$d/reply.tmp"
-        rm -f "$d/request"
-        mv "$d/reply.tmp" "$d/reply.status"
-    fi
-    sleep 0.02
-done
-"""
-
 # A container's entrypoint, pid 1 of its namespace: takes the lock for itself, runs a
 # `run` of the same name inside (nested: PROGRAM's fence and pid to $D/out, the status to
 # $D/status), and releases. "$@" is redlock with its -s options.
@@ -387,10 +368,9 @@ class NestedRunNamespaceTest(ServersTest):
         # holder whose redlock is pid 2 of another namespace: host, boot and an ancestor
         # of that pid all match. With the token read from the server, and even with the
         # holder's nesting secret leaked to it, the forger must wait its turn (-n: 75).
+        # The forger is HOLDER_SCRIPT (holding nothing) serving requests as pid 2.
         forger = self.mkdtemp("forger-")
-        with open(f"{forger}/serve", "w") as f:
-            f.write(NAMESPACE_SERVER)
-        self.in_namespace('sh "$1/serve" "$1"; true', forger)
+        self.in_namespace('"$@"; true', "sh", "-c", HOLDER_SCRIPT, "sh", forger, "0")
         wait_until(lambda: os.path.exists(f"{forger}/ready"), 15,
                    message="the forger's namespace to start")
         self.assertEqual(self.read(f"{forger}/pid").strip(), "2")
@@ -410,20 +390,12 @@ class NestedRunNamespaceTest(ServersTest):
                 words += [f"{k}={v}" for k, v in leaked.items()]
                 words += [REDLOCK_BIN, *self.global_args, "run", "-k", "ns", "-n", "--",
                           "touch", ran]
-                for name in ("reply.status", "reply.err"):
-                    if os.path.exists(f"{forger}/{name}"):
-                        os.unlink(f"{forger}/{name}")
-                with open(f"{forger}/request.tmp", "w") as f:
-                    f.write("exec " + " ".join(shlex.quote(w) for w in words) + "\n")
-                os.rename(f"{forger}/request.tmp", f"{forger}/request")
-                wait_until(lambda: os.path.exists(f"{forger}/reply.status"), 30,
-                           message="the forged run")
-                err = self.read(f"{forger}/reply.err")
-                self.assertEqual(self.read(f"{forger}/reply.status").strip(), "75", err)
+                r = run_in_holder_script(forger, words, 30)
+                self.assertStatus(r, 75)
                 self.assertFalse(os.path.exists(ran),
                                  "a forged run ran PROGRAM beside the holder")
-                self.assertIn("is not proven to run inside its holder", err)
-        open(f"{forger}/stop", "w").close()
+                self.assertIn("is not proven to run inside its holder", r.stderr)
+        open(f"{forger}/go", "w").close()
         open(f"{holder}/go", "w").close()
         self.assertKeyGone(self.redis[0], "lock:ns")
 
