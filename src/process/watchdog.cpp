@@ -514,11 +514,20 @@ struct Freezer {
     }
 };
 
-// Redlock is gone: finds everything of PROGRAM's, freezing each process as it is found,
-// then kills them all. Without a cgroup, what is found is the last look at the tree
-// (processes still alive with the same start time) and everything now below them, the
-// process group and the session. Returns how many processes it signalled one by one.
+// Redlock is gone: kills everything of PROGRAM's. With a cgroup, through it. Without one,
+// finds the processes of the last look at the tree still alive (same start time),
+// everything now below them, the process group and the session, freezing each as it is
+// found, then kills them all. Returns how many processes it signalled one by one.
 WATCHDOG_CODE size_t freeze_and_kill(Memory& m) {
+    if (m.watch.contained) {
+        // The cgroup holds the whole tree, killed at once: nothing to look for first, and
+        // nothing left stopped if the watchdog itself is killed meanwhile.
+        const size_t found = signal_cgroup(m, SIGKILL);
+        if (m.watch.pgid > 0)
+            sys(SYS_kill, -m.watch.pgid, SIGKILL);
+        Signaller killer{SIGKILL};
+        return found + for_each_in_session(m, killer);
+    }
     clear_set(m);
     Freezer frozen{m};
     if (m.watch.pgid > 0)

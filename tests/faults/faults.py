@@ -863,6 +863,28 @@ def environ_of_token(root, token):
     return None
 
 
+def proc_state(pid):
+    """The state letter of process `pid` ("T": stopped), or None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    return stat[stat.rindex(b")") + 2:][:1].decode()
+
+
+def cgroup_of(pid):
+    """Where process `pid`'s cgroup v2 is in the file system, or None."""
+    try:
+        with open(f"/proc/{pid}/cgroup") as f:
+            path = next((line[3:].strip() for line in f if line.startswith("0::")), None)
+        with open("/proc/self/mountinfo") as f:
+            mount = next((line.split()[4] for line in f if " - cgroup2 " in line), None)
+    except OSError:
+        return None
+    return mount + path if path and mount else None
+
+
 def family_of(pid):
     """redlock `pid` and its children, with their process names."""
     out = [(pid, comm_of(pid))]
@@ -1478,11 +1500,13 @@ def host_pause_trial(seed):
 def kill_both_trial(seed):
     """redlock and its watchdog SIGKILLed together (by pid: no accident kills both any
     more, neither the OOM killer nor a kill by name): only PR_SET_PDEATHSIG is left, so
-    PROGRAM dies and its straggler, in a process group of its own, runs on under the next
-    holder. The documented limit; what the fence is for."""
+    PROGRAM dies (or, without a cgroup, stays stopped) and its straggler, in a session of
+    its own, runs on under the next holder. The documented limit; what the fence is
+    for."""
     rng = random.Random(seed)
     hist = History()
     world = World(1, hist, rng, use_proxy=False, verbose=True)
+    group = program = None
     try:
         a = _controlled(world, ["-t", "1s"], int(3000 * SLACK))
         if not _wait_read(world, a, 20):
@@ -1493,6 +1517,7 @@ def kill_both_trial(seed):
         if program is None or len(dogs) != 1:
             world.finish(a, 30)
             return "not reproduced", f"could not find PROGRAM and the watchdog: {dogs}"
+        group = cgroup_of(program)
         a.nemesis.add("killed")
         for fd in stop_tree([a.pid, dogs[0]], signal.SIGKILL):
             os.close(fd)
@@ -1503,6 +1528,27 @@ def kill_both_trial(seed):
         return judge(world, hist, seed, "kill-redlock+watchdog", a, b)
     finally:
         world.close()
+        # Without a cgroup PROGRAM was stopped, not killed, and nothing is left to kill it.
+        if program is not None and proc_state(program) == "T":
+            for fd in stop_tree([program], signal.SIGKILL):
+                os.close(fd)
+        # Nothing was left to kill A's straggler or remove A's cgroup: the trial does,
+        # so that the suite leaves neither on the machine.
+        if group and os.path.basename(group).startswith("redlock-"):
+            try:
+                with open(os.path.join(group, "cgroup.kill"), "w") as f:
+                    f.write("1")
+            except OSError:
+                pass
+            deadline = time.monotonic() + 10 * SLACK
+            while time.monotonic() < deadline:
+                try:
+                    os.rmdir(group)
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.05)
 
 
 def judge(world, hist, seed, case, a, b):
