@@ -15,7 +15,7 @@ packages=(
     g++ cmake make pkg-config
     libcli11-dev libhiredis-dev libtomlplusplus-dev libfmt-dev doctest-dev libssl-dev
     # test
-    redis-server python3 util-linux procps clang-format spin faketime openssl
+    redis-server python3 util-linux bsdutils procps clang-format spin faketime openssl
     # monitoring tests: promtool, a real node_exporter, systemd-analyze verify, curl
     prometheus prometheus-node-exporter systemd curl
     # bench

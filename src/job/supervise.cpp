@@ -92,7 +92,6 @@ class Supervisor {
         // A renewal still in flight must not share its connections with the release.
         m_lock.abandon_renewal(Clock::now());
         m_child.reclaim_terminal();
-        m_watchdog.disarm();
         m_observer.program_exited(*m_program_status);
         if (m_lost)
             return {Supervised::End::lost, *m_program_status, m_forced_by};
@@ -204,7 +203,6 @@ class Supervisor {
         }
         m_lock.abandon_renewal(Clock::now());
         m_child.reclaim_terminal();
-        m_watchdog.disarm();
         return {Supervised::End::stopped, status};
     }
     Clock::time_point kill_at() const {
