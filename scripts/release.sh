@@ -73,6 +73,12 @@ for tool in dpkg-deb rpmbuild cmake ninja gzip tar sha256sum; do
     }
 done
 
+# dist/ is emptied first, and must hold nothing but an earlier release's files; the work
+# dir is this script's own.
+if [[ -d $dist ]] && find "$dist" -mindepth 1 ! -name 'redlock[-_]*' ! -name SHA256SUMS | grep -q .; then
+    echo "release.sh: $dist holds files of its own; give an empty or new --dist" >&2
+    exit 64
+fi
 rm -rf "$work" "$dist"
 mkdir -p "$work" "$dist" "$cache"
 started=$SECONDS
