@@ -30,6 +30,12 @@ add_test(NAME "release: build"
                  --work ${redlock_release_dir}/work --cache ${PROJECT_BINARY_DIR}/release-cache)
 set_tests_properties("release: build" PROPERTIES
   FIXTURES_SETUP redlock_release LABELS release TIMEOUT 2400)
+# debootstrap is mostly waiting for the network: it runs beside the build.
+add_test(NAME "release: roots" COMMAND ${Python3_EXECUTABLE} runtests.py release_roots
+         WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}/tests/packaging)
+set_tests_properties("release: roots" PROPERTIES
+  FIXTURES_SETUP redlock_roots LABELS release TIMEOUT 2400 SKIP_RETURN_CODE 77
+  ENVIRONMENT "${redlock_release_env}")
 foreach(pair "artifacts|release_artifacts" "deb|test_deb.ReleaseDebianPackages"
              "portability|release_portability" "reproducible|release_reproducible")
   string(REPLACE "|" ";" pair "${pair}")
@@ -38,7 +44,11 @@ foreach(pair "artifacts|release_artifacts" "deb|test_deb.ReleaseDebianPackages"
   add_test(NAME "release: ${name}"
            COMMAND ${Python3_EXECUTABLE} runtests.py ${module}
            WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}/tests/packaging)
+  set(fixtures redlock_release)
+  if(name STREQUAL "portability")
+    list(APPEND fixtures redlock_roots)
+  endif()
   set_tests_properties("release: ${name}" PROPERTIES
-    FIXTURES_REQUIRED redlock_release LABELS release TIMEOUT 2400 SKIP_RETURN_CODE 77
+    FIXTURES_REQUIRED "${fixtures}" LABELS release TIMEOUT 2400 SKIP_RETURN_CODE 77
     ENVIRONMENT "${redlock_release_env}")
 endforeach()

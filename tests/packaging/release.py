@@ -48,6 +48,11 @@ def require_root(test, why):
         test.skipTest(f"needs root for {why}; run the release tests as root (CI does)")
 
 
+# The Debian roots the x86_64 binary is run in: suite -> packages beyond minbase.
+ROOTS = {"bullseye": ["libssl1.1"],  # Debian 11: glibc 2.31, OpenSSL 1.1.1
+         "trixie": ["libssl3t64"]}  # Debian 13: glibc 2.41, OpenSSL 3
+
+
 def debian_root(test, suite, include=()):
     """A Debian `suite` root for amd64 made by `debootstrap --variant=minbase` with the
     packages `include`, cached in CACHE/roots (a second run reuses it). Skips when not
