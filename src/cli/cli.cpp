@@ -31,7 +31,7 @@ namespace {
 
 namespace log = util::log;
 
-// TLS is built in; whether it can be used depends on libssl.so.3 being installed.
+// TLS is built in; whether it can be used depends on libssl.so.3 or .1.1 being installed.
 std::string version_text() {
     auto tls = redis::tls::library_version();
     return util::format("redlock {} (hiredis {}.{}.{}, TLS: {})\n", util::k_version, HIREDIS_MAJOR,

@@ -22,6 +22,12 @@ MAN1 = os.path.join(SOURCE_DIR, "man", "redlock.1")
 MAN5 = os.path.join(SOURCE_DIR, "man", "redlock.toml.5")
 COMPLETIONS = os.path.join(SOURCE_DIR, "completions")
 
+def project_version():
+    """The CMake project version (packages and --version carry it)."""
+    with open(os.path.join(SOURCE_DIR, "CMakeLists.txt")) as f:
+        return re.search(r"project\(redlock VERSION (\S+)", f.read()).group(1)
+
+
 # The commands the completions know, whether or not this build has them yet; the
 # commands `redlock --help` lists are added to these in every check.
 KNOWN_COMMANDS = ["run", "status", "list", "acquire", "extend", "release", "doctor"]
