@@ -477,6 +477,9 @@ util::Error unexpected_word(int argc, char** argv, const std::vector<std::string
         std::string_view word(argv[i]);
         if (std::ranges::find(extras, word) == extras.end())
             continue;
+        // The value of an -s is no extra, even when the extra is the same URL again.
+        if (std::string_view after(argv[i - 1]); i >= 2 && (after == "-s" || after == "--server"))
+            continue;
         std::string message = util::format("unexpected argument '{}'", word);
         std::string_view before = i >= 3 ? argv[i - 2] : "";
         if (word.find("://") != std::string_view::npos && (before == "-s" || before == "--server"))

@@ -274,6 +274,12 @@ class ErrorsTest(E2ETest):
         self.assertStatus(r, 64)
         self.assertEqual(r.stderr, "redlock: unexpected argument 'redis://:***@127.0.0.1:2' "
                                    "(one URL per -s: -s URL1 -s URL2)\n")
+        # The same URL twice is no command.
+        for words in (["run", "-k", "x", "--", "true"], ["status", "x"]):
+            r = self.run_redlock(["-s", "redis://127.0.0.1:1", "redis://127.0.0.1:1", *words])
+            self.assertStatus(r, 64)
+            self.assertEqual(r.stderr, "redlock: unexpected argument 'redis://127.0.0.1:1' "
+                                       "(one URL per -s: -s URL1 -s URL2)\n")
         r = self.run_redlock(["bogus"])
         self.assertStatus(r, 64)
         self.assertIn("unknown command 'bogus' (commands: run, status, list, history, watch, "
