@@ -10,6 +10,7 @@
 #include "redis/fanout.hpp"
 #include "redis/reply.hpp"
 #include "util/format.hpp"
+#include "util/timestamp.hpp"
 
 namespace redlock::lock {
 
@@ -34,7 +35,7 @@ parse_history_entry(const std::vector<std::pair<std::string, std::string>>& fiel
             e.run = value;
             has_run = !value.empty();
         } else if (name == "started_ms") {
-            e.started_ms = number(value).value_or(0);
+            e.started_ms = util::plausible_ms(number(value));
         } else if (name == "host") {
             e.host = value;
         } else if (name == "pid") {
@@ -49,9 +50,9 @@ parse_history_entry(const std::vector<std::pair<std::string, std::string>>& fiel
             if (auto n = number(value); n && *n >= 0 && *n <= 255)
                 e.exit_status = static_cast<int>(*n);
         } else if (name == "waited_ms") {
-            e.waited_ms = number(value).value_or(0);
+            e.waited_ms = util::plausible_ms(number(value));
         } else if (name == "held_ms") {
-            e.held_ms = number(value).value_or(0);
+            e.held_ms = util::plausible_ms(number(value));
         } else if (name == "fence") {
             e.fence = number(value);
         } else if (name == "by_host") {
@@ -136,13 +137,15 @@ HistoryRead read_history(std::span<redis::Connection> conns, const Keys& keys, s
             // The same run written to several servers: one entry, the earliest start (the
             // servers' clocks differ a little).
             auto [it, inserted] = by_run.emplace(entry->run, *entry);
-            if (!inserted && entry->started_ms < it->second.started_ms)
+            if (!inserted && entry->started_ms &&
+                (!it->second.started_ms || *entry->started_ms < *it->second.started_ms))
                 it->second.started_ms = entry->started_ms;
         }
     }
     for (auto& [run, entry] : by_run)
         out.runs.push_back(std::move(entry));
     std::ranges::sort(out.runs, [](const HistoryEntry& a, const HistoryEntry& b) {
+        // (An unknown start is older than any.)
         return a.started_ms != b.started_ms ? a.started_ms > b.started_ms : a.run > b.run;
     });
     if (out.runs.size() > count)

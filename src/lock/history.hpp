@@ -43,15 +43,17 @@ struct HistoryRecord {
 // One run as read back.
 struct HistoryEntry {
     std::string run; // the run's id: the same on every server it was written to
-    long long started_ms = 0;
+    // Times as the servers or another client wrote them: nullopt when missing or past
+    // belief (util::plausible_ms), shown as unknown.
+    std::optional<long long> started_ms;
     std::string host;
     long long pid = 0;
     std::string user;
     std::string command;
     std::string outcome;
     std::optional<int> exit_status;
-    long long waited_ms = 0;
-    long long held_ms = 0;
+    std::optional<long long> waited_ms;
+    std::optional<long long> held_ms;
     std::optional<long long> fence;
     // Who caused a skip or a force release, when known.
     std::optional<std::string> by_host;

@@ -16,6 +16,7 @@
 #include "lock/scripts.hpp"
 #include "redis/fanout.hpp"
 #include "util/format.hpp"
+#include "util/timestamp.hpp"
 
 namespace redlock::lock {
 
@@ -42,19 +43,23 @@ std::optional<long long> number_field(const std::map<std::string, std::string>& 
     return value;
 }
 
-// A slot record as k_claim_slot_script writes it; nullopt when absent or not one.
+// A slot record as k_claim_slot_script writes it; nullopt when absent or not one: its
+// times (the slot's start, slot * slot_ms, included) are on the servers' clock, so one
+// past util::plausible_ms was not written by a run.
 std::optional<LastRun> parse_last_run(const redisReply& reply) {
     auto fields = hash_fields(reply);
-    auto slot = number_field(fields, "slot");
-    auto slot_ms = number_field(fields, "slot_ms");
-    auto started = number_field(fields, "started_ms");
-    if (!slot || !slot_ms || !started || *slot_ms <= 0)
+    auto slot = util::plausible_ms(number_field(fields, "slot"));
+    auto slot_ms = util::plausible_ms(number_field(fields, "slot_ms"));
+    auto started = util::plausible_ms(number_field(fields, "started_ms"));
+    auto ended = number_field(fields, "ended_ms");
+    if (!slot || !slot_ms || !started || *slot_ms <= 0 || *slot > util::k_max_unix_ms / *slot_ms ||
+        (ended && !util::plausible_ms(*ended)))
         return std::nullopt;
     LastRun run;
     run.slot = *slot;
     run.slot_ms = *slot_ms;
     run.started_ms = *started;
-    run.ended_ms = number_field(fields, "ended_ms");
+    run.ended_ms = ended;
     if (auto status = number_field(fields, "status"); status && *status >= 0 && *status <= 255)
         run.status = static_cast<int>(*status);
     if (auto who = parse_holder(fields, fields["token"]))
@@ -92,6 +97,13 @@ bool is_wrong_type(const redis::Connection& conn) {
     const auto& outcome = conn.outcome();
     return outcome && !outcome->failure && outcome->reply && redis::is_error(*outcome->reply) &&
            redis::error_code(redis::text(*outcome->reply)) == redis::ErrorCode::wrongtype;
+}
+
+// A key's PTTL as shown and used: -1 (no expiry), -2 (none), or at most a century, so that a
+// deadline on steady_clock (nanoseconds: 292 years) drawn from it cannot overflow.
+long long plausible_pttl(long long pttl) {
+    constexpr long long k_century_ms = 100LL * 365 * 24 * 3600 * 1000;
+    return std::clamp(pttl, -2LL, k_century_ms);
 }
 
 // A SCAN cursor is an unsigned decimal number; anything else is a protocol error.
@@ -188,7 +200,7 @@ LockView read_lock(std::span<redis::Connection> conns, std::string_view name, co
             const redisReply* token = reply->element[0];
             if (token->type == REDIS_REPLY_STRING) {
                 sv.token = std::string(redis::text(*token));
-                sv.ttl_ms = reply->element[1]->integer;
+                sv.ttl_ms = plausible_pttl(reply->element[1]->integer);
                 const auto fields = hash_fields(*reply->element[2]);
                 const auto owner = fields.find("token");
                 if (auto it = fields.find("fence");
@@ -250,7 +262,7 @@ LockView read_lock(std::span<redis::Connection> conns, std::string_view name, co
                 continue;
             const auto& outcome = conns[i].outcome();
             if (outcome && outcome->reply && outcome->reply->type == REDIS_REPLY_INTEGER)
-                sv.ttl_ms = outcome->reply->integer;
+                sv.ttl_ms = plausible_pttl(outcome->reply->integer);
             ttls.push_back(sv.ttl_ms);
         }
         if (view.state != LockState::held && ttls.size() >= majority) {

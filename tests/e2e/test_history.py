@@ -196,6 +196,53 @@ class HistoryTest(E2ETest):
         self.assertEqual((latest["outcome"], latest["exit_status"]), ("ran", 0))
 
 
+class ForeignNumbersTest(E2ETest):
+    """Numbers another client wrote where redlock keeps times: shown as unknown, never
+    overflowing (UBSan aborted; a Release build printed the year -31106)."""
+
+    def setUp(self):
+        super().setUp()
+        self.server = self.redis_server()
+        self.args = ["-s", self.server.url()]
+
+    def test_absurd_times_in_a_history_entry_are_unknown(self):
+        big, small = str(2**63 - 1), str(-2**63)
+        self.server.command("XADD", "{lock:job}:history", "*", "run", "forged", "outcome",
+                            "ran", "status", "0", "host", "h", "pid", "1", "user", "u",
+                            "command", "c", "started_ms", big, "waited_ms", small,
+                            "held_ms", big)
+        r = self.run_redlock(self.args + ["history", "job"])
+        self.assertStatus(r, 0)
+        row = r.stdout.splitlines()[1]
+        self.assertRegex(row, r"^-\s+h\s+1\s+u\s+-\s+-\s+-\s+ran, exit 0: c$")
+        r = self.run_redlock(self.args + ["history", "--json", "job"])
+        self.assertStatus(r, 0)
+        run = json.loads(r.stdout)["runs"][0]
+        self.assertEqual((run["started_at"], run["waited_ms"], run["held_ms"]),
+                         (None, None, None))
+        r = self.run_redlock(self.args + ["status", "job"])
+        self.assertStatus(r, 0)
+        self.assertIn("  last run  ran, exit 0, u@h (pid 1) at -\n", r.stdout)
+        # A real run is newer than one whose start is unknown.
+        self.assertStatus(self.run_redlock(self.args + ["run", "-k", "job", "--", "true"]), 0)
+        runs = json.loads(self.run_redlock(self.args + ["history", "--json", "job"]).stdout)
+        self.assertEqual([r["run"] == "forged" for r in runs["runs"]], [False, True])
+
+    def test_an_absurd_slot_record_or_ttl_is_no_time(self):
+        big = str(2**63 - 1)
+        self.server.command("HSET", "{lock:job}:slot", "slot", big, "slot_ms", big,
+                            "started_ms", "1", "ended_ms", big, "status", "0", "token", "t")
+        self.server.command("SET", "lock:job", "t", "PX", str(9 * 10**15))
+        r = self.run_redlock(self.args + ["status", "--json", "job"])
+        self.assertStatus(r, 0)
+        lock = json.loads(r.stdout)["locks"][0]
+        self.assertIsNone(lock["last_run"])
+        self.assertLessEqual(lock["ttl_ms"], 100 * 365 * 86400 * 1000)
+        r = self.run_redlock(self.args + ["status", "job"])
+        self.assertStatus(r, 0)
+        self.assertNotIn("slot", r.stdout)
+
+
 class HistoryFiveServersTest(HistoryTest):
     servers = 5
 
