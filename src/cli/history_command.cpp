@@ -171,6 +171,11 @@ int history_command(const HistoryOptions& options, const config::Config& config)
     }
     for (const auto& f : read.failures)
         log::note("history of '{}' not read on {}", options.name, f);
+    if (read.skipped > 0)
+        log::note("history of '{}': {} {} passed over (not a run's, or larger than {} KB: "
+                  "written by another client)",
+                  options.name, read.skipped, read.skipped == 1 ? "entry" : "entries",
+                  lock::k_max_history_entry >> 10);
     if (options.since) {
         const auto now = std::chrono::floor<Millis>(std::chrono::system_clock::now());
         const long long from = now.time_since_epoch().count() - options.since->count();
@@ -185,7 +190,7 @@ int history_command(const HistoryOptions& options, const config::Config& config)
         json.begin_object().field("name", options.name).key("runs").begin_array();
         for (const auto& e : read.runs)
             write_history_run(json, e);
-        json.end_array().end_object();
+        json.end_array().field("skipped", read.skipped).end_object();
         out = json.str();
     } else if (read.runs.empty()) {
         out = util::format("{}: no runs recorded{}\n", options.name,

@@ -500,4 +500,30 @@ return 1)lua",
                      {.calls = {"hmget", "xadd", "xtrim", "pexpire"}, .pcalls = {"publish"}}));
 inline constexpr Script k_history_script = script(k_history_text);
 
+// One page of a name's history, newest first, as XREVRANGE gives it (KEYS[1] the stream;
+// ARGV[1] the id to read back from, inclusive, or "+"; ARGV[2] how many entries; ARGV[5]
+// an id not to return, the last page's last), but with each entry costing 96 plus 32 a
+// field or value plus their bytes: an entry costing more than ARGV[3] (another client's)
+// is returned as its id alone, and the page ends before ARGV[4] (with one entry at
+// least). So a reply stays within what the reader takes (redis/reader.hpp) however large
+// the entries or the page asked for. Returns {more, entries}: more is 1 when the stream
+// may go on past them.
+inline constexpr auto k_history_page_text = compose(fragment(
+    R"lua(local page = redis.call("xrevrange", KEYS[1], ARGV[1], "-", "COUNT", ARGV[2])
+local entry_limit, page_limit = tonumber(ARGV[3]), tonumber(ARGV[4])
+local out, total = {}, 0
+for _, entry in ipairs(page) do
+  if entry[1] ~= ARGV[5] then
+    local cost = 96 + #entry[1]
+    for _, part in ipairs(entry[2]) do cost = cost + 32 + #part end
+    if cost > entry_limit then entry, cost = {entry[1]}, 96 + #entry[1] end
+    total = total + cost
+    if total > page_limit and #out > 0 then return {1, out} end
+    out[#out + 1] = entry
+  end
+end
+return {#page == tonumber(ARGV[2]) and 1 or 0, out})lua",
+    {.calls = {"xrevrange"}}));
+inline constexpr Script k_history_page_script = script(k_history_page_text);
+
 } // namespace redlock::lock

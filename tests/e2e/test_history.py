@@ -196,14 +196,63 @@ class HistoryTest(E2ETest):
         self.assertEqual((latest["outcome"], latest["exit_status"]), ("ran", 0))
 
 
-class ForeignNumbersTest(E2ETest):
-    """Numbers another client wrote where redlock keeps times: shown as unknown, never
-    overflowing (UBSan aborted; a Release build printed the year -31106)."""
+class ForeignEntriesTest(E2ETest):
+    """What another client wrote where redlock keeps its records: entries too large to read
+    are passed over with a note, numbers that are no times are unknown."""
 
     def setUp(self):
         super().setUp()
         self.server = self.redis_server()
         self.args = ["-s", self.server.url()]
+
+    def fill(self, name, runs, first=1):
+        """XADDs `runs` run entries to NAME's history, oldest first, in one script."""
+        self.server.command(
+            "EVAL", "for i = tonumber(ARGV[1]), tonumber(ARGV[2]) do redis.call('xadd', "
+            "KEYS[1], '*', 'run', string.format('%016x', i), 'outcome', 'ran', 'status', '0', "
+            "'started_ms', tostring(1700000000000 + i), 'host', 'h', 'pid', tostring(i), "
+            "'user', 'u', 'command', 'c', 'waited_ms', '0', 'held_ms', '1', 'fence', "
+            "tostring(i)) end", "1", f"{{lock:{name}}}:history", str(first),
+            str(first + runs - 1))
+
+    def test_an_oversized_entry_is_passed_over_with_a_note(self):
+        self.fill("job", 3)
+        # One entry of 5 MB (past the reader's 4 MB for a whole reply), one of 70000 fields
+        # (past its 65536 elements), then newer runs.
+        self.server.command("XADD", "{lock:job}:history", "*", "run", "big", "outcome", "ran",
+                            "command", "x" * (5 << 20))
+        with self.server.client() as c:
+            c.execute("XADD", "{lock:job}:history", "*",
+                      *[w for i in range(35000) for w in (f"f{i}", "v")])
+        self.fill("job", 2, first=4)
+        r = self.run_redlock(self.args + ["history", "job"])
+        self.assertStatus(r, 0)
+        self.assertEqual(len(r.stdout.splitlines()), 6, r.stdout)  # header and five runs
+        self.assertEqual(r.stderr, "redlock: history of 'job': 2 entries passed over (not a "
+                                   "run's, or larger than 64 KB: written by another client)\n")
+        r = self.run_redlock(self.args + ["history", "--json", "-n", "3", "job"])
+        self.assertStatus(r, 0)
+        doc = json.loads(r.stdout)
+        self.assertEqual([run["pid"] for run in doc["runs"]], [5, 4, 3])
+        self.assertEqual(doc["skipped"], 2)
+        # status reads the newest run alone, past such an entry too.
+        self.server.command("XADD", "{lock:job}:history", "*", "run", "big", "outcome", "ran",
+                            "command", "x" * (5 << 20))
+        r = self.run_redlock(self.args + ["status", "job"])
+        self.assertStatus(r, 0)
+        self.assertIn("  last run  ran, exit 0, u@h (pid 5) at ", r.stdout)
+
+    def test_as_many_runs_as_documented_are_read_in_pages(self):
+        self.fill("job", 3100)
+        r = self.run_redlock(self.args + ["history", "--json", "-n", "3000", "job"])
+        self.assertStatus(r, 0)
+        runs = json.loads(r.stdout)["runs"]
+        self.assertEqual(len(runs), 3000)
+        self.assertEqual((runs[0]["pid"], runs[-1]["pid"]), (3100, 101))
+        self.assertEqual(len({run["run"] for run in runs}), 3000)
+        r = self.run_redlock(self.args + ["history", "--json", "-n", "100000", "job"])
+        self.assertStatus(r, 0)
+        self.assertEqual(len(json.loads(r.stdout)["runs"]), 3100)
 
     def test_absurd_times_in_a_history_entry_are_unknown(self):
         big, small = str(2**63 - 1), str(-2**63)
