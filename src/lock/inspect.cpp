@@ -484,11 +484,15 @@ size_t force_release(std::span<redis::Connection> conns, const LockView& view,
     // A semaphore: every permit shown held is released as its holder would (which also
     // takes it out of the name's set); the set itself, with the limit, then goes below.
     const auto keys = Keys::of_lock_key(view.key);
-    // Its running holder hears "forced", and who did it, on the events channel (it listens
-    // there, job/supervise.cpp; `watch` too), in the same write as the release.
-    const std::string forced = util::format("forced - {} {} {}", by.host, by.pid, by.user);
-    const std::array<std::string_view, 3> publish{"PUBLISH", keys.events, forced};
-    const std::string notice = redis::encode_command(publish);
+    // Its running holder hears "forced ID", and who did it, on the events channel (it
+    // listens there, job/supervise.cpp; `watch` too), in the same write as the release. ID
+    // names the token released (release_id): a holder believes a notice about its own.
+    auto notice = [&](std::string_view token) {
+        const std::string forced =
+            util::format("forced {} {} {} {}", release_id(token), by.host, by.pid, by.user);
+        const std::array<std::string_view, 3> publish{"PUBLISH", keys.events, forced};
+        return redis::encode_command(publish);
+    };
     std::vector<bool> released(conns.size(), false); // a permit, on each server
     for (size_t p = 0; p < view.permits.size(); ++p) {
         const auto& permit = view.permits[p];
@@ -500,7 +504,7 @@ size_t force_release(std::span<redis::Connection> conns, const LockView& view,
                                                      {pk.lock, pk.meta, pk.fence, keys.lock,
                                                       keys.limit, keys.waiters, keys.queue},
                                                      {*token, keys.released, keys.wake}) +
-                                             notice,
+                                             notice(*token),
                                          1, now);
         (void)redis::wait(conns, [] { return false; });
         for (size_t i = 0; i < conns.size() && i < permit.servers.size(); ++i) {
@@ -539,7 +543,7 @@ size_t force_release(std::span<redis::Connection> conns, const LockView& view,
             script_call(k_release_script, false,
                         {keys.lock, keys.meta, keys.fence, keys.waiters, keys.queue},
                         {*token, keys.released, keys.wake}) +
-            notice;
+            notice(*token);
         if (by.record)
             request += history_command(keys, *token, *by.record);
         conns[i].start_pipelined(std::move(request), by.record ? 2 : 1, now);

@@ -134,7 +134,8 @@ bool Subscription::read_notices(size_t i, std::string_view bytes) {
             continue;
         if (payload == "run") // a run's history entry written (the events channel): no news
             continue;
-        // "forced ID HOST PID USER": release --force; news, and who did it.
+        // "forced ID HOST PID USER": release --force; news, and who did it (about our
+        // token only, with only_forced_about).
         if (payload.starts_with("forced ")) {
             std::vector<std::string> words;
             for (size_t at = 0; at < payload.size();) {
@@ -142,6 +143,8 @@ bool Subscription::read_notices(size_t i, std::string_view bytes) {
                 words.emplace_back(payload.substr(at, end - at));
                 at = end + 1;
             }
+            if (m_forced_about && (words.size() < 2 || words[1] != *m_forced_about))
+                continue;
             if (words.size() >= 5)
                 m_forced_by =
                     Forcer{words[2], std::strtoll(words[3].c_str(), nullptr, 10), words[4]};

@@ -6,9 +6,11 @@ merges by run. `watch` follows the locks by their channels. `release --force` ma
 running holder stop at once, and says who did it.
 """
 
+import hashlib
 import json
 import os
 import pty
+import re
 import select
 import signal
 import time
@@ -122,6 +124,35 @@ class HistoryTest(E2ETest):
         forcer = outcomes["force-release"]["pid"]
         self.assertEqual(outcomes["force-released"]["by"]["pid"], forcer)
         self.assertIn(f"(pid {forcer}); stopping PROGRAM", holder.stderr)
+
+    def test_a_forged_forced_notice_is_not_believed_nor_remembered(self):
+        # Anyone may PUBLISH on the events channel. A notice about another token, in 0.3's
+        # form, or about ours while it is still ours, must not be blamed for a later loss.
+        event = self.path("event")
+        holder = self.start_redlock(
+            ["-v"] + self.args +
+            ["run", "-k", "job", "-t", "3s", "--on-lost", f"echo $REDLOCK_EVENT > {event}",
+             "--", "sleep", "60"])
+        token = wait_until(lambda: self.redis[0].command("GET", "lock:job"), 10, proc=holder)
+        time.sleep(0.3)  # past the moment a holder starts listening
+        ours = hashlib.sha1(token.encode()).hexdigest()[:12]
+        for s in self.redis:
+            for forged in ("0123456789ab", "-", ours):
+                s.command("PUBLISH", "{lock:job}:events", f"forced {forged} evil 666 mallory")
+        # The one about our token is checked by a renewal, which finds the lock ours.
+        wait_until(lambda: re.search(r"a release was announced; checking the lock\n"
+                                     r"(.*\n)*redlock: renewed 'job'", holder.stderr),
+                   10, message="the check", proc=holder)
+        for s in self.redis:  # now it goes, and nobody said so
+            s.command("DEL", "lock:job")
+        self.assertEqual(holder.wait(30), 79)
+        self.assertIn("the lock no longer holds our token", holder.stderr)
+        self.assertNotIn("mallory", holder.stderr)
+        runs = self.history()
+        self.assertEqual((runs[0]["outcome"], runs[0]["by"]), ("lost", None))
+        wait_until(lambda: os.path.exists(event), 10, message="the hook")
+        with open(event) as f:
+            self.assertEqual(f.read(), "lost\n")
 
     def test_a_force_release_of_a_semaphore_stops_its_holders_and_is_recorded(self):
         holders = [self.start_redlock(self.args + ["run", "-k", "pool", "--limit", "2", "-t",
