@@ -50,7 +50,7 @@ class Supervisor {
             // start once PROGRAM has been signalled) say when to wake them.
             m_tick_at = m_observer.tick(now);
 
-            if (!m_listen && !m_lost && !m_program_status && now >= m_listen_at)
+            if (!m_lost && !m_program_status && now >= m_listen_at && !listening())
                 listen();
 
             fds.clear();
@@ -112,7 +112,19 @@ class Supervisor {
     // nothing for it.
     static constexpr Millis k_listen_after{100};
 
+    // Subscribed (or subscribing) on every server it can be.
+    [[nodiscard]] bool listening() const {
+        return m_listen && !m_listen->lost() && !m_listen->incomplete();
+    }
+
+    // Again when a subscription was lost (a server restarted, CLIENT KILL) or could not be
+    // made, at most once a second: a notice missed meanwhile is the next renewal's to find.
     void listen() {
+        m_listen_at = Clock::now() + 1s;
+        if (m_listen) {
+            m_listen->start_subscribe();
+            return;
+        }
         std::vector<config::ServerConfig> servers;
         for (const auto& c : m_lock.connections())
             servers.push_back(c.server());
@@ -237,7 +249,7 @@ class Supervisor {
         auto wake = std::min(now + 60s, m_tick_at);
         if (!m_lost) {
             wake = std::min(wake, term_at());
-            if (!m_listen && !m_program_status)
+            if (!listening() && !m_program_status)
                 wake = std::min(wake, m_listen_at);
             else if (m_listen)
                 if (auto d = redis::earliest_deadline(m_listen->connecting()))

@@ -43,6 +43,7 @@ void Subscription::collect() {
             m_fds[i] = std::move(stream.fd);
             m_tls[i] = std::move(stream.tls);
             m_readers[i].emplace();
+            m_readers[i]->pass_over_bulks_longer_than(k_max_notice);
         } else if (is_error(reply)) // NOPERM: this user may not use the channel
             m_refused[i] = is_auth_error(reply);
     }
@@ -207,9 +208,11 @@ bool Subscription::heard_from_majority(const std::string& id) {
 
 bool Subscription::drain(size_t i) {
     std::array<char, 4096> buffer{};
-    // A bounded number of reads per wake-up, so that a server sending without pause cannot
-    // keep the waiter from its signals and deadlines. More than that at once is no stream
-    // of notices (a few dozen bytes each) but a flood: junk.
+    // A bounded number of reads per wake-up, so that a server sending without pause (a
+    // large message, a flood of them) cannot keep the waiter from its signals and
+    // deadlines: the rest is read at the next, and nothing of it is held meanwhile
+    // (k_max_notice). Anyone who may publish can send that: it is no reason to stop
+    // listening and poll instead.
     constexpr int k_max_reads = 64;
     for (int reads = 0; reads < k_max_reads; ++reads) {
         size_t n = 0;
@@ -244,8 +247,7 @@ bool Subscription::drain(size_t i) {
             return false;
         }
     }
-    drop(i, true);
-    return false;
+    return true;
 }
 
 void Subscription::drop(size_t i, bool junk) {

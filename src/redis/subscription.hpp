@@ -73,6 +73,9 @@ class Subscription {
     bool expire(Clock::time_point now);
     static constexpr Clock::duration k_standby = std::chrono::milliseconds(50);
     static constexpr Clock::duration k_majority_grace = std::chrono::milliseconds(50);
+    // A message (or channel name) longer than this is no notice of redlock's (a few
+    // hundred bytes at most): its bytes are dropped as they come, and it is passed over.
+    static constexpr size_t k_max_notice = size_t{64} << 10;
     // Releases already news may be news again: the attempt one set off found the lock
     // still held where that release had not landed yet (the primary's notice, or a
     // majority's, came first); the other servers' notices of it, still to come or unread,
