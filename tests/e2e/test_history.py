@@ -125,15 +125,13 @@ class HistoryTest(E2ETest):
         self.assertEqual(outcomes["force-released"]["by"]["pid"], forcer)
         self.assertIn(f"(pid {forcer}); stopping PROGRAM", holder.stderr)
 
-    def test_a_large_message_does_not_keep_a_holder_from_hearing_a_force_release(self):
-        holder = self.start_redlock(self.args + ["run", "-k", "job", "-t", "2m", "--", "sleep",
-                                                 "120"])
+    def wait_holder_listening(self, holder):
         # It listens on two servers (on the one, of one).
         wait_until(lambda: sum(s.command("PUBSUB", "NUMSUB", "{lock:job}:events")[1]
                                for s in self.redis) >= min(2, len(self.redis)),
                    10, message="the holder to listen", proc=holder)
-        for s in self.redis:  # 0.3's holder took it for junk and stopped listening
-            s.command("PUBLISH", "{lock:job}:events", "x" * (2 << 20))
+
+    def check_force_release_heard_at_once(self, holder):
         forced_at = time.monotonic()
         r = self.run_redlock(self.args + ["release", "-f", "-y", "job"])
         self.assertStatus(r, 0)
@@ -141,6 +139,23 @@ class HistoryTest(E2ETest):
         # Within a round trip or two, not at the next renewal (40 s away with a 2 m ttl).
         self.assertLess(time.monotonic() - forced_at, 10.0 * SLACK)
         self.assertIn("it was released by force by", holder.stderr)
+
+    def test_a_large_message_does_not_keep_a_holder_from_hearing_a_force_release(self):
+        holder = self.start_redlock(self.args + ["run", "-k", "job", "-t", "2m", "--", "sleep",
+                                                 "120"])
+        self.wait_holder_listening(holder)
+        for s in self.redis:  # 0.3's holder took it for junk and stopped listening
+            s.command("PUBLISH", "{lock:job}:events", "x" * (2 << 20))
+        self.check_force_release_heard_at_once(holder)
+
+    def test_a_holder_whose_subscription_was_killed_listens_again(self):
+        holder = self.start_redlock(self.args + ["run", "-k", "job", "-t", "2m", "--", "sleep",
+                                                 "120"])
+        self.wait_holder_listening(holder)
+        for s in self.redis:
+            s.command("CLIENT", "KILL", "TYPE", "pubsub")
+        self.wait_holder_listening(holder)
+        self.check_force_release_heard_at_once(holder)
 
     def test_a_forged_forced_notice_is_not_believed_nor_remembered(self):
         # Anyone may PUBLISH on the events channel. A notice about another token, in 0.3's
