@@ -394,6 +394,23 @@ class NotifyTest(MonitoringTest):
                    message="the last STATUS")
         self.assertFalse(listener.find(lambda m: "READY=1" in m), listener.texts())
 
+    def test_a_watchdog_usec_past_its_range_is_ignored_with_a_verbose_note(self):
+        # 0.3 took 2^64-1 (systemd's "infinity", which it refuses) and 2^63 as 1 ms pings.
+        for usec in ("18446744073709551615", "9223372036854775808", "0", "5s"):
+            with self.subTest(usec=usec):
+                listener = self.listener(abstract=True)
+                r = self.run_redlock(["-v", "-s", self.url, "run", "-k", "dog", "--", "sleep",
+                                      "0.5"],
+                                     env=self.env({"NOTIFY_SOCKET": listener.path,
+                                                   "WATCHDOG_USEC": usec}))
+                self.assertStatus(r, 0)
+                wait_until(lambda: listener.find(lambda m: m.startswith("STATUS=done")),
+                           message="the last STATUS")
+                self.assertEqual(len(listener.find(lambda m: "WATCHDOG=1" in m)), 0)
+                self.assertIn(f"redlock: WATCHDOG_USEC '{usec}' is not a number of "
+                              "microseconds from 1 to 3153600000000000 (a century); no "
+                              "WATCHDOG=1 is sent\n", r.stderr)
+
     def test_a_socket_that_is_gone_is_a_verbose_note(self):
         env = self.env({"NOTIFY_SOCKET": self.path("gone.sock"), "WATCHDOG_USEC": "100000"})
         r = self.run_lock(["-k", "gone", "--", "sh", "-c", "sleep 0.3; exit 5"], env=env)
