@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "util/format.hpp"
+#include "util/text.hpp"
 
 namespace redlock::monitor {
 
@@ -105,6 +106,8 @@ void parse_running(std::string_view rest, MetricsFile& file) {
             run.since = parse_double(word.substr(6)).value_or(0);
         } else if (word.starts_with("id=")) {
             run.identity = word.substr(3);
+            if (!util::is_utf8(run.identity)) // carried into every rewrite: the file's
+                return;
         }
     }
     if (have_pid && run.pid > 0)
@@ -205,6 +208,8 @@ std::optional<std::string> unescape_label_value(std::string_view escaped) {
             return std::nullopt;
         }
     }
+    if (!util::is_utf8(out))
+        return std::nullopt;
     return out;
 }
 

@@ -17,7 +17,9 @@ namespace redlock::monitor {
 // A label value as the exposition format wants it between double quotes: backslash,
 // double quote and line feed escaped (\\, \", \n); every other byte as it is.
 [[nodiscard]] std::string escape_label_value(std::string_view value);
-// The reverse, for a file read back; nullopt for a dangling or unknown escape.
+// The reverse, for a file read back; nullopt for a dangling or unknown escape, or a value
+// that is not UTF-8 (the format wants it; another writer of a shared file may not have
+// cared, and its sample is then dropped rather than carried into every rewrite).
 [[nodiscard]] std::optional<std::string> unescape_label_value(std::string_view escaped);
 
 // A run of NAME that is running PROGRAM on this host: its redlock process, told apart from
