@@ -195,6 +195,44 @@ class MetricsTest(MonitoringTest):
         self.assertEqual(sample(m, "redlock_running", name="fragile"), 0)
         self.assertPromtoolClean(path)
 
+    def test_runs_of_two_pid_namespaces_with_one_pid_keep_both_running_records(self):
+        # Containers sharing a metrics directory: a run in each, both redlock pid 2. 0.3
+        # took the other's record for its own (the same pid) or for a dead one.
+        if os.geteuid() != 0:
+            self.skipTest("needs root: unshare --pid")
+        probe = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "true"],
+                               capture_output=True, text=True)
+        if probe.returncode != 0:
+            self.skipTest(f"unshare --pid --fork --mount-proc fails here: {probe.stderr}")
+        path, gate = self.path("pool.prom"), self.path("go")
+        procs = []
+        for i in range(2):
+            started = self.path(f"started{i}")
+            # sh is pid 1 of the new namespace, and forks redlock as pid 2.
+            script = (f"{REDLOCK_BIN} -s {self.url} run -k pool --limit 2 --metrics {path} "
+                      f"-- sh -c 'touch {started}; while [ ! -e {gate} ]; do sleep 0.05; "
+                      f"done'; exit $?")
+            p = subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", "sh", "-c",
+                                  script], env=self.env(), stderr=subprocess.PIPE, text=True)
+            self.addCleanup(lambda p=p: (p.kill(), p.wait()))
+            procs.append(p)
+            wait_until(lambda: os.path.exists(started), 15, message=f"run {i} to start")
+
+        def running():
+            text = self.read(path)
+            return sample(parse_metrics(text), "redlock_running", name="pool") == 2 and text
+
+        text = wait_until(running, 10, message="two runs in the running gauge")
+        pids = re.findall(r"^# redlock-running name=\"pool\" pid=(\d+) ", text, re.M)
+        self.assertEqual(pids, ["2", "2"])
+        with open(gate, "w"):
+            pass
+        for p in procs:
+            self.assertEqual(p.wait(30), 0, p.stderr.read())
+        m = parse_metrics(self.read(path))
+        self.assertEqual(sample(m, "redlock_running", name="pool"), 0)
+        self.assertEqual(sample(m, "redlock_runs_total", name="pool", outcome="ran"), 2)
+
     def test_concurrent_runs_on_one_host_lose_no_count(self):
         # One file for two names, and a metrics directory: every count is exact.
         shared = self.path("shared.prom")

@@ -36,7 +36,7 @@ TEST_CASE("a file rendered and parsed again keeps every name, counter and last r
     auto& b = file["we\"ird\\name\n"];
     b.last = LastRun{1.0, 2.0, 0.0, 0.0, 75, "skipped-held"};
     b.runs_total = {{"skipped-held", 1}};
-    b.running.push_back(RunningRun{4242, "boot/123", 1700000001.0});
+    b.running.push_back(RunningRun{4242, "boot/123", 1700000001.0, 4026531836});
     const auto text = render_metrics(file, k_outcomes);
     const auto back = parse_metrics(text);
     REQUIRE(back.size() == 2);
