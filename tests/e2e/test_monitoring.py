@@ -214,7 +214,7 @@ class MetricsTest(MonitoringTest):
                       f"done'; exit $?")
             p = subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", "sh", "-c",
                                   script], env=self.env(), stderr=subprocess.PIPE, text=True)
-            self.addCleanup(lambda p=p: (p.kill(), p.wait()))
+            self.addCleanup(lambda p=p: (p.kill(), p.wait(), p.stderr.close()))
             procs.append(p)
             wait_until(lambda: os.path.exists(started), 15, message=f"run {i} to start")
 
