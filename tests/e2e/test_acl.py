@@ -12,13 +12,14 @@ import unittest
 from redlock_e2e import LOCK_ACL_RULES, E2ETest
 
 USER, PASSWORD = "locker", "pw-locker-1"
-README = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "README.md")
+OPERATIONS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs",
+                          "operations.md")
 
 
 def documented_acl_rules():
-    """The rules of the README's `redis-cli ACL SETUSER locker ...` command (without the
-    user name and the password, which the test server adds)."""
-    with open(README) as f:
+    """The rules of docs/operations.md's `redis-cli ACL SETUSER locker ...` command
+    (without the user name and the password, which the test server adds)."""
+    with open(OPERATIONS) as f:
         text = f.read()
     start = text.index("redis-cli ACL SETUSER locker")
     command = text[start:text.index("```", start)].replace("\\\n", " ")
