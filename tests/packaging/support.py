@@ -27,7 +27,8 @@ DOCS = os.path.join(SOURCE_DIR, "docs")
 
 def markdown_docs():
     """README.md and the guides in docs/, the README first."""
-    return [README] + sorted(os.path.join(DOCS, f) for f in os.listdir(DOCS) if f.endswith(".md"))
+    guides = os.listdir(DOCS) if os.path.isdir(DOCS) else []
+    return [README] + sorted(os.path.join(DOCS, f) for f in guides if f.endswith(".md"))
 
 def project_version():
     """The CMake project version (packages and --version carry it)."""
