@@ -50,6 +50,19 @@ def shell_blocks(path):
     return blocks
 
 
+def heading_anchors(path):
+    """The anchors GitHub gives the headings of a Markdown file."""
+    anchors = set()
+    in_fence = False
+    for line in open(path).read().split("\n"):
+        if line.startswith("```"):
+            in_fence = not in_fence
+        elif not in_fence and line.startswith("#"):
+            title = line.lstrip("#").strip().lower()
+            anchors.add(re.sub(r"[^\w\- ]", "", title).replace(" ", "-"))
+    return anchors
+
+
 class ReadmeIsAFrontDoor(unittest.TestCase):
     def test_readme_has_at_most_250_lines(self):
         with open(support.README) as f:
@@ -58,15 +71,19 @@ class ReadmeIsAFrontDoor(unittest.TestCase):
                              f"README.md has {count} lines, more than {README_MAX_LINES}: "
                              f"move the details to docs/ or redlock(1)")
 
-    def test_links_to_files_of_the_repository_resolve(self):
+    def test_links_to_files_and_sections_resolve(self):
         for path in support.markdown_docs():
             text = open(path).read()
-            for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text):
+            for target, anchor in re.findall(r"\]\(([^)#\s]*)(?:#([^)\s]*))?\)", text):
                 if re.match(r"^[a-z]+:", target):
                     continue
-                with self.subTest(doc=os.path.relpath(path, support.SOURCE_DIR), link=target):
-                    self.assertTrue(
-                        os.path.exists(os.path.join(os.path.dirname(path), target)), target)
+                linked = os.path.normpath(os.path.join(os.path.dirname(path), target)
+                                          if target else path)
+                with self.subTest(doc=os.path.relpath(path, support.SOURCE_DIR),
+                                  link=f"{target}#{anchor}"):
+                    self.assertTrue(os.path.exists(linked), target)
+                    if anchor and linked.endswith(".md"):
+                        self.assertIn(anchor, heading_anchors(linked))
 
     def test_every_block_left_out_says_why(self):
         for path in support.markdown_docs():
