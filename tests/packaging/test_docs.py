@@ -157,6 +157,8 @@ class ShellExamplesRun(unittest.TestCase):
             "REDLOCK_CONFIG": self.config,
             "LOCK_REDIS": self.url,
         }
+        # A sanitizer build's settings (ASAN_OPTIONS, ...) reach the examples' redlock.
+        env.update({k: v for k, v in os.environ.items() if k.endswith("SAN_OPTIONS")})
         return subprocess.run(["bash", "-e", "-o", "pipefail", "-c", text], cwd=work,
                               env=env, capture_output=True, text=True, timeout=60,
                               stdin=subprocess.DEVNULL)
