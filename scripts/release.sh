@@ -129,7 +129,8 @@ for arch in "${arches[@]}"; do
     name=redlock-$version-linux-$arch
     tree=$build/tar/$name
     DESTDIR=$tree cmake --install "$build" --prefix / --strip >/dev/null
-    cp LICENSE README.md "$tree/"
+    # README.md links to the guides in docs/: they travel together.
+    cp -R LICENSE README.md docs "$tree/"
     normalize "$build/tar"
     tar --sort=name --owner=0 --group=0 --numeric-owner --mtime="@$SOURCE_DATE_EPOCH" \
         --format=gnu -C "$build/tar" -cf - "$name" | gzip -9n >"$dist/$name.tar.gz"

@@ -28,6 +28,11 @@ TARBALL_FILES = [
     "share/doc/redlock/examples/redlock-nightly.timer",
     "LICENSE",
     "README.md",
+    "docs/safety.md",
+    "docs/redlock.md",
+    "docs/monitoring.md",
+    "docs/operations.md",
+    "docs/development.md",
 ]
 
 # What a release binary may ask of the system, as rpm's dependency generator words it.
