@@ -9,7 +9,7 @@ import json
 import os
 import unittest
 
-from redlock_e2e import LOCK_ACL_RULES, E2ETest
+from redlock_e2e import SLACK, LOCK_ACL_RULES, E2ETest
 
 USER, PASSWORD = "locker", "pw-locker-1"
 OPERATIONS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs",
@@ -135,7 +135,9 @@ class AclTest(E2ETest):
         self.assertRegex(r.stderr, r"after [123] attempts?")
         self.assertEqual(holder.wait(30), 0)
         # A --fair waiter: ticket, queue, place in line (ZRANK), leaving the queue.
-        holder = self.start_redlock(args + ["run", "-k", "x", "--", "sleep", "0.8"])
+        # (Held for 3 s, SLACK scaled: "next in line" is said only if the lock is still held
+        # when the waiter gets there, which a loaded machine can delay past 0.8 s.)
+        holder = self.start_redlock(args + ["run", "-k", "x", "--", "sleep", str(3 * SLACK)])
         self.wait_for_key(server, "lock:x", holder)
         r = self.run_redlock(args + ["run", "-k", "x", "--fair", "-w", "20s", "--", "true"])
         self.assertStatus(r, 0)
