@@ -129,8 +129,9 @@ for arch in "${arches[@]}"; do
     name=redlock-$version-linux-$arch
     tree=$build/tar/$name
     DESTDIR=$tree cmake --install "$build" --prefix / --strip >/dev/null
-    # README.md links to the guides in docs/: they travel together.
-    cp -R LICENSE README.md docs "$tree/"
+    # README.md links to the guides in docs/: they travel together, in the doc directory,
+    # so that unpacking into /usr/local leaves nothing at its top.
+    cp -R LICENSE README.md docs "$tree/share/doc/redlock/"
     normalize "$build/tar"
     tar --sort=name --owner=0 --group=0 --numeric-owner --mtime="@$SOURCE_DATE_EPOCH" \
         --format=gnu -C "$build/tar" -cf - "$name" | gzip -9n >"$dist/$name.tar.gz"

@@ -26,13 +26,13 @@ TARBALL_FILES = [
     "share/doc/redlock/examples/crontab",
     "share/doc/redlock/examples/redlock-nightly.service",
     "share/doc/redlock/examples/redlock-nightly.timer",
-    "LICENSE",
-    "README.md",
-    "docs/safety.md",
-    "docs/redlock.md",
-    "docs/monitoring.md",
-    "docs/operations.md",
-    "docs/development.md",
+    "share/doc/redlock/LICENSE",
+    "share/doc/redlock/README.md",
+    "share/doc/redlock/docs/safety.md",
+    "share/doc/redlock/docs/redlock.md",
+    "share/doc/redlock/docs/monitoring.md",
+    "share/doc/redlock/docs/operations.md",
+    "share/doc/redlock/docs/development.md",
 ]
 
 # What a release binary may ask of the system, as rpm's dependency generator words it.
