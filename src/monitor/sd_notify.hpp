@@ -4,7 +4,7 @@
 // abstract namespace). Not libsystemd: linked, it and the libraries it needs (lz4, zstd,
 // lzma, gcrypt, capabilities) would be loaded and relocated by every run, with or without
 // systemd, for what is a sendto() of a few bytes (bench/instructions.sh measures it; see
-// README "Leader election with systemd").
+// docs/operations.md, "Leader election with systemd").
 
 #include <chrono>
 #include <optional>
