@@ -16,7 +16,7 @@ packages=(
     libcli11-dev libhiredis-dev libtomlplusplus-dev libfmt-dev doctest-dev libssl-dev
     libmicrohttpd-dev
     # test
-    redis-server python3 util-linux procps clang-format spin faketime openssl
+    redis-server python3 util-linux bsdutils procps clang-format spin faketime openssl
     # monitoring tests: promtool, a real node_exporter, systemd-analyze verify, curl; the
     # exporter's page in headless Chromium (tests/e2e/test_exporter.py, about 10 s; the
     # package is the biggest here, ~100 MB, installed once per CI machine)
@@ -25,6 +25,9 @@ packages=(
     hyperfine valgrind time strace
     # packaging tests
     dpkg-dev fakeroot groff man-db bash-completion zsh fish lintian
+    # release artifacts (scripts/release.sh) and their tests: the aarch64 cross compiler,
+    # rpm, Debian roots to run the binaries in, qemu for aarch64
+    ninja-build g++-aarch64-linux-gnu rpm rpmlint debootstrap qemu-user-static file
 )
 
 missing=()

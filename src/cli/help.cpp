@@ -188,8 +188,8 @@ Options:
   -k, --key NAME      the lock's name, the same as NAME
   -t, --ttl DURATION  lease length; the lock expires after it (default 30s)
 )" WAIT_OPTIONS R"(      --json          print one JSON document (see redlock(1))
-      --shell         print REDLOCK_KEY, REDLOCK_TOKEN and REDLOCK_FENCE
-                      assignments for eval
+      --shell         print REDLOCK_KEY, REDLOCK_TOKEN, REDLOCK_FENCE and
+                      REDLOCK_NEST_SECRET assignments for eval
   -h, --help          show this help
 )" GLOBAL_OPTIONS R"(
 Exit status: 0 acquired; 75 (or -E) not acquired;

@@ -9,6 +9,7 @@
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
 #include "cli/stderr_observer.hpp"
+#include "job/nested.hpp"
 #include "lock/holder.hpp"
 #include "lock/inspect.hpp"
 #include "lock/name.hpp"
@@ -89,6 +90,9 @@ int acquire_command(const AcquireOptions& options, const config::Config& config)
     auto holder =
         lock::current_holder(command, static_cast<long>(::getppid()), job::known_secrets(config));
     holder.ttl_ms = options.ttl.count();
+    // For a `run` nested in the script (job/nested.hpp): printed by --shell and --json.
+    const auto nest_secret = util::random_token();
+    holder.nest = lock::nest_digest(nest_secret);
     auto token = util::random_token();
     auto lock = job::make_lock(config, options.name, token, options.ttl,
                                lock::holder_fields(holder, token));
@@ -108,6 +112,7 @@ int acquire_command(const AcquireOptions& options, const config::Config& config)
             .field("fence", lock.fence())
             .field("ttl_ms", options.ttl.count())
             .field("acquired_at", lock.holder_field("acquired_at"))
+            .field("nest_secret", nest_secret)
             .end_object();
         out = json.str();
     } else if (options.shell) {
@@ -115,8 +120,10 @@ int acquire_command(const AcquireOptions& options, const config::Config& config)
         // quotes keep that true whatever a name may hold one day.
         out = util::format("REDLOCK_KEY='{}'; export REDLOCK_KEY\n"
                            "REDLOCK_TOKEN='{}'; export REDLOCK_TOKEN\n"
-                           "REDLOCK_FENCE='{}'; export REDLOCK_FENCE\n",
-                           options.name, token, lock.fence());
+                           "REDLOCK_FENCE='{}'; export REDLOCK_FENCE\n"
+                           "{}='{}'; export {}\n",
+                           options.name, token, lock.fence(), job::k_nest_secret_variable,
+                           nest_secret, job::k_nest_secret_variable);
     } else {
         // The token alone on its line, as 0.1 printed it: `tok=$(redlock acquire NAME)`.
         out = token + "\n";

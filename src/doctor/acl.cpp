@@ -281,6 +281,8 @@ std::vector<AclProbe> acl_dryrun_probes(const ProbeKeys& k, const config::Server
     add(history, {"XTRIM", k.history, "MINID", "0"});
     add(history, {"PEXPIRE", k.history, k_ttl});
     add(history, {"HMGET", k.meta, "token"});
+    add(history,
+        script(lock::k_history_page_script, {k.history}, {"+", "1", "65536", "65536", ""}));
     add(history, {"XREVRANGE", k.history, "+", "-", "COUNT", "1"});
     add(counters, {"HINCRBY", k.stats, "runs:ran", "1"});
     add(counters, {"HSET", k.stats, "last_run_ms", "0"});
@@ -348,7 +350,11 @@ std::vector<AclProbe> acl_probe_round1(const ProbeKeys& k, const config::ServerC
                           {"run", token, "1", k_ttl, "0", "0", "run", "redlock-doctor"}),
                    calls_of(lock::k_history_script),
                    {k.history, k.lock, k.meta, k.stats}});
-    out.push_back({history, {"XREVRANGE", k.history, "+", "-", "COUNT", "1"}, {}, {k.history}});
+    out.push_back(
+        {history,
+         script(lock::k_history_page_script, {k.history}, {"+", "1", "65536", "65536", ""}),
+         calls_of(lock::k_history_page_script),
+         {k.history}});
     // The counters are written with pcall: a refusal there is only seen alone. The hash
     // goes at once (and expires in a second if DEL is refused: run's, named already).
     out.push_back({counters, {"HINCRBY", k.stats, "probes", "0"}, {}, {k.stats}});

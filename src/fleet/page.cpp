@@ -72,10 +72,17 @@ Summary summarize(const std::string& name, const LockRecord& r, util::UtcMillis 
     c[4] = r.queue > 0 ? util::format("{} fair", r.queue) : std::to_string(r.waiters);
     if (r.latest) {
         const auto& e = *r.latest;
+        // When it ended, if the entry tells (a time past belief is not shown).
+        const std::string at =
+            e.started_ms ? " at " +
+                               iso(*e.started_ms + e.waited_ms.value_or(0) + e.held_ms.value_or(0))
+                                   .substr(0, 19) +
+                               "Z"
+                         : std::string();
         c[5] = util::printable(
-            util::format("{}{} on {} at {}", e.outcome,
+            util::format("{}{} on {}{}", e.outcome,
                          e.exit_status ? util::format(" (exit {})", *e.exit_status) : std::string(),
-                         e.host, iso(e.started_ms + e.waited_ms + e.held_ms).substr(0, 19) + "Z"));
+                         e.host, at));
     } else if (r.counters.last_run_ms) {
         c[5] = "ended at " + iso(*r.counters.last_run_ms).substr(0, 19) + "Z";
     } else {
@@ -209,7 +216,8 @@ std::string render_api(const Fleet& fleet, util::UtcMillis now) {
                 .field("pid", e.pid)
                 .field("user", e.user)
                 .field("command", e.command)
-                .field("started_at", iso(e.started_ms))
+                .field("started_at",
+                       e.started_ms ? std::optional(iso(*e.started_ms)) : std::nullopt)
                 .field("exit_status", e.exit_status)
                 .field("held_ms", e.held_ms)
                 .end_object();

@@ -1,17 +1,16 @@
 #include "job/run.hpp"
 
-#include <charconv>
 #include <cstdlib>
 #include <cstring>
 #include <unistd.h>
 
+#include "job/nested.hpp"
 #include "job/supervise.hpp"
 #include "lock/holder.hpp"
 #include "lock/inspect.hpp"
 #include "lock/lock.hpp"
 #include "process/cgroup.hpp"
 #include "process/child.hpp"
-#include "process/identity.hpp"
 #include "process/signals.hpp"
 #include "process/watchdog.hpp"
 #include "redis/fanout.hpp"
@@ -20,7 +19,6 @@
 #include "util/log.hpp"
 #include "util/random.hpp"
 #include "util/redact.hpp"
-#include "util/timestamp.hpp"
 
 namespace redlock::job {
 
@@ -72,97 +70,6 @@ int slot_status(const RunResult& result) {
     default:
         return result.program_status;
     }
-}
-
-// A run started inside a run of the same NAME (flock's FLOCKER idiom): its environment names
-// the lock (REDLOCK_KEY) and the outer run's token (REDLOCK_TOKEN). If that token holds the
-// lock on a majority of these servers, PROGRAM replaces redlock at once, under the outer
-// lock: the outer run renews it, stops PROGRAM with its own on a lost lease (PROGRAM is in
-// its tree) and releases it; taking it again would wait on ourselves forever. Nothing in
-// the environment is trusted unchecked: a token that is stale, forged, from other servers,
-// or copied into a process outside the holder's tree makes this an ordinary run. Returns
-// how it failed when nested (exec failed), nullopt when not.
-std::optional<RunResult> run_nested(const RunSpec& options, const config::Config& config,
-                                    Observer& observer) {
-    const char* key = std::getenv("REDLOCK_KEY");
-    const char* token = std::getenv("REDLOCK_TOKEN");
-    if (!key || !token || !*token || options.name != key)
-        return std::nullopt;
-    auto conns = redis::connect_all(config.servers);
-    auto view = lock::inspect(conns, config.key_prefix, options.name, true);
-    // The lock itself, or one permit of a semaphore (--limit).
-    auto ours = [&](const lock::LockView& v) {
-        return v.state == lock::LockState::held && v.token == token;
-    };
-    const lock::LockView* held = ours(view) ? &view : nullptr;
-    for (const auto& permit : view.permits)
-        if (ours(permit))
-            held = &permit;
-    if (!held) {
-        log::verbose("'{}': the REDLOCK_TOKEN inherited does not hold it on these servers "
-                     "({}); acquiring it",
-                     options.name, lock::state_name(view.state));
-        return std::nullopt;
-    }
-    // The token is no secret from whoever can read the servers (it is the key's value),
-    // and `status` used to print it: holding the lock proves nothing about this process.
-    // It must also descend from the process the holder's metadata names (for `run`, the
-    // holding redlock; for `acquire`, the script that ran it), that same process and not
-    // one that took its pid later. Else this is an ordinary run, which waits its turn.
-    const lock::Holder* holder = held->holder ? &*held->holder : nullptr;
-    for (const auto& s : held->servers)
-        if (!holder && s.token == token && s.holder)
-            holder = &*s.holder;
-    auto running_at = [](const lock::Holder& h) {
-        long long boottime = -1;
-        const auto& text = h.process;
-        if (std::from_chars(text.data(), text.data() + text.size(), boottime).ptr !=
-            text.data() + text.size())
-            return false;
-        auto wall = util::parse_utc_timestamp(h.acquired_at);
-        char host[256] = {};
-        return wall && ::gethostname(host, sizeof host - 1) == 0 && h.host == host &&
-               process::is_ancestor_running_at(static_cast<pid_t>(h.pid), boottime,
-                                               wall->time_since_epoch().count());
-    };
-    if (!holder || holder->process.empty() || !running_at(*holder)) {
-        observer.notice(util::format(
-            "'{}': REDLOCK_TOKEN holds it, but this process does not descend from its holder "
-            "({}); taking it as an ordinary run",
-            options.name,
-            holder ? util::format("pid {} on {}", holder->pid, holder->host)
-                   : std::string("its metadata is missing")));
-        return std::nullopt;
-    }
-    if (options.max_hold || options.min_hold || options.once_per)
-        observer.notice(util::format("'{}' is held by the run this one is nested in; --max-hold, "
-                                     "--min-hold and --once-per apply to that run, not here",
-                                     options.name));
-    // The fence is the outer run's. The inherited REDLOCK_FENCE is taken when a server
-    // that answered records it for this token (one always does: the servers that have the
-    // fence are a majority); else, the environment edited, the one a majority records.
-    std::optional<long long> fence;
-    if (const char* inherited = std::getenv("REDLOCK_FENCE")) {
-        long long value = 0;
-        const std::string_view text(inherited);
-        if (std::from_chars(text.data(), text.data() + text.size(), value).ptr ==
-            text.data() + text.size())
-            for (const auto& s : held->servers)
-                if (s.token == token && s.holder_fence == value)
-                    fence = value;
-    }
-    if (!fence)
-        fence = held->fence;
-    if (!fence)
-        return failed({util::ErrorKind::unavailable,
-                       "cannot tell the fence of the run this one is nested in: too few servers "
-                       "answered to agree on it, and REDLOCK_FENCE is not one they record; "
-                       "PROGRAM not started"});
-    ::setenv("REDLOCK_FENCE", std::to_string(*fence).c_str(), 1);
-    log::verbose("'{}' is held by the run this one is nested in (fence {}); running PROGRAM "
-                 "under it",
-                 options.name, *fence);
-    return failed(process::exec_in_place(options.program));
 }
 
 // What a run records in its name's history (lock/history.hpp): who it is, and how it
@@ -302,6 +209,9 @@ RunResult run(const RunSpec& options, const config::Config& config, Observer& ob
 
     auto holder = lock::current_holder(options.program, ::getpid(), known_secrets(config));
     holder.ttl_ms = options.ttl.count();
+    // What a run nested in PROGRAM proves it descends from this one with (job/nested.hpp).
+    const auto nest_secret = util::random_token();
+    holder.nest = lock::nest_digest(nest_secret);
     const auto token = util::random_token();
     auto lock =
         make_lock(config, options.name, token, options.ttl, lock::holder_fields(holder, token));
@@ -368,7 +278,8 @@ RunResult run(const RunSpec& options, const config::Config& config, Observer& ob
     spawn.argv = options.program;
     spawn.env = {{"REDLOCK_KEY", options.name},
                  {"REDLOCK_TOKEN", lock.token()},
-                 {"REDLOCK_FENCE", std::to_string(lock.fence())}};
+                 {"REDLOCK_FENCE", std::to_string(lock.fence())},
+                 {k_nest_secret_variable, nest_secret}};
     if (lock.limit() > 1) // which permit: its fences grow on their own
         spawn.env.emplace_back("REDLOCK_PERMIT", std::to_string(lock.permit()));
     spawn.child_mask = &signals->original_mask();
@@ -391,10 +302,16 @@ RunResult run(const RunSpec& options, const config::Config& config, Observer& ob
         log::verbose("PROGRAM runs in the cgroup {}", cgroup->path());
     }
     child->ignore_descendant(watchdog->pid());
-    watchdog->watch_group(child->pid(), child->own_session());
+    watchdog->watch_group(child->pid(), child->own_session(), child->in_cgroup());
 
     const auto supervised =
         supervise(lock, *child, *signals, *watchdog, options.name, options.max_hold, observer);
+    // The tree is reaped: its cgroup goes now, not after the release's round trip, so a
+    // redlock killed meanwhile leaves none behind. Until then the watchdog, which removes
+    // it if redlock dies, stays armed.
+    if (cgroup)
+        cgroup->remove();
+    watchdog->disarm();
     RunResult result{.outcome = Outcome::ran,
                      .program_status = process::exit_status_of(supervised.wait_status)};
     switch (supervised.end) {

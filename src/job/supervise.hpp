@@ -72,7 +72,8 @@ struct Supervised {
     std::optional<lock::Holder> forced_by{};
 };
 
-// Supervises the running `child` under `lock`'s lease until its whole tree is gone.
+// Supervises the running `child` under `lock`'s lease until its whole tree is gone. The
+// watchdog is left armed: the caller disarms it once PROGRAM's cgroup is removed.
 [[nodiscard]] Supervised supervise(lock::Lock& lock, process::Child& child,
                                    process::SignalEvents& signals, process::Watchdog& watchdog,
                                    std::string name, std::optional<Millis> max_hold,

@@ -7,10 +7,12 @@
 #include <pwd.h>
 #include <unistd.h>
 
+#include "process/identity.hpp"
 #include "util/clock.hpp"
 #include "util/file.hpp"
 #include "util/format.hpp"
 #include "util/redact.hpp"
+#include "util/sha256.hpp"
 #include "util/timestamp.hpp"
 
 namespace redlock::lock {
@@ -112,12 +114,18 @@ Holder current_holder(std::span<const std::string> command, long pid,
     h.process = std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
                                    util::BootClock::now().time_since_epoch())
                                    .count());
+    if (const auto ns = process::pid_namespace())
+        h.pid_ns = std::to_string(ns);
     h.user = user_name();
     h.command = util::redact_secrets(shell_quote(command), secrets);
     if (h.command.size() > k_max_command_length)
         h.command = h.command.substr(0, k_max_command_length - 3) + "...";
     h.acquired_at = iso8601_now();
     return h;
+}
+
+std::string nest_digest(std::string_view secret) {
+    return util::sha256_hex(secret);
 }
 
 std::vector<std::string> holder_fields(const Holder& holder, const std::string& token) {
@@ -130,6 +138,10 @@ std::vector<std::string> holder_fields(const Holder& holder, const std::string& 
                                     "ttl_ms",      std::to_string(holder.ttl_ms)};
     if (!holder.process.empty())
         fields.insert(fields.end(), {"process", holder.process});
+    if (!holder.pid_ns.empty())
+        fields.insert(fields.end(), {"pidns", holder.pid_ns});
+    if (!holder.nest.empty())
+        fields.insert(fields.end(), {"nest", holder.nest});
     return fields;
 }
 
@@ -149,6 +161,8 @@ std::optional<Holder> parse_holder(const std::map<std::string, std::string>& fie
     h.acquired_at = get("acquired_at");
     h.ttl_ms = std::strtoll(get("ttl_ms").c_str(), nullptr, 10);
     h.process = get("process");
+    h.pid_ns = get("pidns");
+    h.nest = get("nest");
     return h;
 }
 

@@ -23,10 +23,19 @@ struct Holder {
     // acquired_at: what a nested run checks against its own ancestry
     // (process/identity.hpp). Empty when unknown (another client, an older redlock).
     std::string process;
+    // The pid namespace `pid` means something in (process::pid_namespace), in decimal.
+    std::string pid_ns;
+    // The digest of the secret the holder gave PROGRAM's environment (nest_digest): what a
+    // nested run proves it descends from the holder with. Empty without one.
+    std::string nest;
 };
 
+// The digest of a nesting secret as the metadata keeps it: the secret itself never
+// reaches the servers, where anyone who can read the lock could read it.
+[[nodiscard]] std::string nest_digest(std::string_view secret);
+
 // The holder for this process: host name, effective user, the given pid (and its
-// identity) and command line.
+// identity and pid namespace) and command line; `nest` is left for the caller to set.
 // The command is stored with its secrets masked (util/redact.hpp): `secrets` are the
 // passwords redlock knows of (its servers'), masked wherever they appear.
 [[nodiscard]] Holder current_holder(std::span<const std::string> command, long pid,

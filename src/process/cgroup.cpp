@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <dirent.h>
 #include <fcntl.h>
 #include <linux/magic.h>
 #include <string_view>
@@ -11,6 +12,7 @@
 #include <unistd.h>
 #include <vector>
 
+#include "process/raw_syscall.hpp"
 #include "util/file.hpp"
 #include "util/format.hpp"
 
@@ -84,7 +86,46 @@ std::vector<pid_t> members(int dir) {
     return out;
 }
 
+// How deep remove_cgroup_tree goes below the cgroup it removes: a run nested in a run
+// nested in PROGRAM is two levels.
+constexpr int k_max_cgroup_depth = 8;
+
+REDLOCK_RAW_CODE bool remove_cgroup_tree_at(int parent, const char* name, int depth) {
+    using raw::arg;
+    using raw::sys;
+    long rc = sys(SYS_unlinkat, parent, arg(name), AT_REMOVEDIR);
+    if (rc == 0 || rc == -ENOENT)
+        return true;
+    if (rc != -EBUSY && rc != -ENOTEMPTY)
+        return false;
+    if (depth >= k_max_cgroup_depth)
+        return false;
+    const long dir = sys(SYS_openat, parent, arg(name), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir < 0)
+        return false;
+    alignas(8) char buf[2048];
+    for (long n; (n = sys(SYS_getdents64, dir, arg(buf), sizeof buf)) > 0;) {
+        for (long at = 0; at < n;) {
+            // struct linux_dirent64: ino (8), off (8), reclen (2), type (1), name.
+            unsigned short reclen = 0;
+            std::memcpy(&reclen, buf + at + 16, sizeof reclen);
+            const unsigned char type = static_cast<unsigned char>(buf[at + 18]);
+            const char* entry = buf + at + 19;
+            at += reclen;
+            const bool dot = entry[0] == '.' && (entry[1] == '\0' || entry[1] == '.');
+            if (type == DT_DIR && !dot)
+                remove_cgroup_tree_at(static_cast<int>(dir), entry, depth + 1);
+        }
+    }
+    sys(SYS_close, dir);
+    return sys(SYS_unlinkat, parent, arg(name), AT_REMOVEDIR) == 0;
+}
+
 } // namespace
+
+REDLOCK_RAW_CODE bool remove_cgroup_tree(int parent, const char* name) {
+    return remove_cgroup_tree_at(parent, name, 0);
+}
 
 std::optional<std::string> own_cgroup_directory(std::string& why_not) {
     auto mount = cgroup2_mount();
@@ -130,7 +171,7 @@ std::optional<Cgroup> Cgroup::create(pid_t owner, std::string& why_not) {
     int rc = ::mkdirat(group.m_parent.get(), group.m_name.c_str(), 0755);
     // Left by an earlier redlock with this pid that died with its watchdog: reused if empty.
     if (rc != 0 && errno == EEXIST &&
-        ::unlinkat(group.m_parent.get(), group.m_name.c_str(), AT_REMOVEDIR) == 0)
+        remove_cgroup_tree(group.m_parent.get(), group.m_name.c_str()))
         rc = ::mkdirat(group.m_parent.get(), group.m_name.c_str(), 0755);
     if (rc != 0) {
         why_not = util::format("cannot make {}: {}", group.m_path, std::strerror(errno));
@@ -170,7 +211,7 @@ void Cgroup::remove() {
         return;
     m_procs.reset();
     m_dir.reset();
-    (void)::unlinkat(m_parent.get(), m_name.c_str(), AT_REMOVEDIR);
+    (void)remove_cgroup_tree(m_parent.get(), m_name.c_str());
     m_parent.reset();
 }
 

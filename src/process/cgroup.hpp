@@ -25,7 +25,7 @@ class Cgroup {
     Cgroup& operator=(Cgroup&&) noexcept;
     Cgroup(const Cgroup&) = delete;
     Cgroup& operator=(const Cgroup&) = delete;
-    // Removes the cgroup if it is empty (it is, once PROGRAM's tree has been reaped).
+    // Removes the cgroup if it is empty (remove()).
     ~Cgroup();
 
     // cgroup.procs, open for writing: a process that writes "0" to it joins the cgroup.
@@ -42,10 +42,13 @@ class Cgroup {
     void signal(int sig) const;
     // Whether any process is still in it.
     [[nodiscard]] bool populated() const;
+    // Removes the cgroup, and any left below it by a run nested in PROGRAM, if they are
+    // empty: as soon as PROGRAM's tree has been reaped, so that a redlock killed later
+    // (during its release) leaves none behind. Afterwards the object holds no cgroup.
+    void remove();
 
   private:
     Cgroup() = default;
-    void remove();
 
     util::UniqueFd m_parent;
     util::UniqueFd m_dir;
@@ -53,6 +56,11 @@ class Cgroup {
     std::string m_name; // in m_parent
     std::string m_path; // for messages
 };
+
+// Removes cgroup `name` in the directory `parent` and every cgroup below it, deepest first
+// (the kernel refuses to remove one that has children); true once it is gone. Only empty
+// cgroups can go. System calls only (process/raw_syscall.hpp): the watchdog uses it too.
+bool remove_cgroup_tree(int parent, const char* name);
 
 // Where this process's cgroup v2 lives in the file system ("/sys/fs/cgroup/a/b"), read
 // from the cgroup v2 mount and the "0::" line of /proc/self/cgroup; nullopt without one.

@@ -84,7 +84,11 @@ struct ChildSetup {
         c.cgroup_errno = errno;
     if (c.terminal)
         ::tcsetpgrp(STDIN_FILENO, ::getpid()); // SIGTTOU is still blocked here
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    // If redlock dies: in a cgroup, PROGRAM is killed (the watchdog kills the rest through
+    // the cgroup). Without one it is stopped instead: its children stay its children, where
+    // the watchdog finds them (once PROGRAM is dead, those it forked since its last look at
+    // the tree would go to init, out of reach), then it is killed with them.
+    ::prctl(PR_SET_PDEATHSIG, c.cgroup_errno == 0 ? SIGKILL : SIGSTOP);
     if (::getppid() != c.parent)
         ::_exit(util::exit_code::internal); // redlock died before we got here
     if (c.mask)

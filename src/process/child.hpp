@@ -1,11 +1,13 @@
 #pragma once
 // PROGRAM as a supervised child: exec'd directly (no shell) in its own process group,
-// killed by the kernel if redlock dies (PR_SET_PDEATHSIG), with the terminal handed to it
-// when redlock runs in the foreground. redlock is a child subreaper, so whatever PROGRAM
-// leaves behind is re-parented to redlock and can be found and stopped. Where it can,
-// PROGRAM joins a cgroup of its own before exec (process/cgroup.hpp); without a
-// controlling terminal it also gets a session of its own, which its descendants can leave
-// only with setsid: both are how the watchdog finds them once redlock is gone.
+// with the terminal handed to it when redlock runs in the foreground. If redlock dies,
+// the kernel kills PROGRAM (PR_SET_PDEATHSIG), or without a cgroup stops it, so that the
+// watchdog finds its children below it and kills them with it. redlock is a child
+// subreaper, so whatever PROGRAM leaves behind is re-parented to redlock and can be found
+// and stopped. Where it can, PROGRAM joins a cgroup of its own before exec
+// (process/cgroup.hpp); without a controlling terminal it also gets a session of its own,
+// which its descendants can leave only with setsid: both are how the watchdog finds them
+// once redlock is gone.
 
 #include <csignal>
 #include <optional>

@@ -3,6 +3,7 @@
 #include <charconv>
 #include <cstring>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "util/fd.hpp"
@@ -125,14 +126,17 @@ long long boot_wall_ms() {
 } // namespace
 
 bool is_ancestor_running_at(pid_t pid, long long boottime_ms, long long wall_ms) {
-    if (pid <= 1)
+    // Pid 1 too: a container's entrypoint script, which took the lock with `acquire`, is
+    // its pid namespace's init, and an ancestor of every process there. What proves the
+    // nesting is the holder's secret (job/nested.hpp), not the pid.
+    if (pid < 1)
         return false;
     // Recorded before this boot (btime is in whole seconds): not a process of this boot.
     if (const long long boot = boot_wall_ms(); boot == 0 || wall_ms < boot - 1000)
         return false;
     const long ticks = ::sysconf(_SC_CLK_TCK);
     pid_t at = ::getppid();
-    for (int depth = 0; depth < 4096 && at > 1; ++depth) {
+    for (int depth = 0; depth < 4096 && at >= 1; ++depth) {
         auto fields = stat_of(at);
         if (!fields)
             return false;
@@ -146,6 +150,11 @@ bool is_ancestor_running_at(pid_t pid, long long boottime_ms, long long wall_ms)
         at = fields->ppid;
     }
     return false;
+}
+
+unsigned long long pid_namespace() {
+    struct stat ns {};
+    return ::stat("/proc/self/ns/pid", &ns) == 0 ? static_cast<unsigned long long>(ns.st_ino) : 0;
 }
 
 } // namespace redlock::process

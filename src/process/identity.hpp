@@ -19,12 +19,16 @@ namespace redlock::process {
 // or its parent's parent, and so on).
 [[nodiscard]] bool is_ancestor(pid_t pid, std::string_view id);
 
-// Whether process `pid` is an ancestor of this process and the same process that, on this
-// host, said it was running at `boottime_ms` (CLOCK_BOOTTIME, ms) and at `wall_ms` (Unix
-// ms): it started by then, so a later process that took its pid is told apart, and
-// `wall_ms` falls in this boot. What a lock's holder records costs it one clock read; the
-// check is made only by a nested run.
+// Whether process `pid` (1 included) is an ancestor of this process and the same process
+// that, on this host, said it was running at `boottime_ms` (CLOCK_BOOTTIME, ms) and at `wall_ms`
+// (Unix ms): it started by then, so a later process that took its pid is told apart, and `wall_ms`
+// falls in this boot. What a lock's holder records costs it one clock read; the check is made only
+// by a nested run.
 [[nodiscard]] bool is_ancestor_running_at(pid_t pid, long long boottime_ms, long long wall_ms);
+
+// The pid namespace of this process: the inode of /proc/self/ns/pid, the same for two
+// processes only if they are in one namespace (pids mean nothing across two); 0 if unknown.
+[[nodiscard]] unsigned long long pid_namespace();
 
 // The start time and parent in a /proc/PID/stat line ("pid (comm) S ppid ... starttime
 // ..."); false when the line does not have them.

@@ -16,6 +16,7 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
+#include "process/raw_syscall.hpp"
 #include "util/format.hpp"
 
 namespace redlock::process {
@@ -26,46 +27,12 @@ namespace {
 // redlock's fate. The OOM killer kills every process that shares its victim's memory, and
 // a process that shares it dies with a core-dumping redlock before Linux 5.16. Its name
 // is not "redlock" either, so that `killall redlock` or `pkill -9 redlock` leave it to
-// act. It makes its system calls itself, as it did when it shared redlock's memory: it
-// runs on a stack of its own from clone(), and touches no libc state.
-#if defined(__x86_64__)
-[[gnu::always_inline]] inline long sys(long n, long a = 0, long b = 0, long c = 0, long d = 0,
-                                       long e = 0) {
-    long ret = 0;
-    register long r10 __asm__("r10") = d;
-    register long r8 __asm__("r8") = e;
-    __asm__ volatile("syscall"
-                     : "=a"(ret)
-                     : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8)
-                     : "rcx", "r11", "memory");
-    return ret;
-}
-#elif defined(__aarch64__)
-[[gnu::always_inline]] inline long sys(long n, long a = 0, long b = 0, long c = 0, long d = 0,
-                                       long e = 0) {
-    register long x8 __asm__("x8") = n;
-    register long x0 __asm__("x0") = a;
-    register long x1 __asm__("x1") = b;
-    register long x2 __asm__("x2") = c;
-    register long x3 __asm__("x3") = d;
-    register long x4 __asm__("x4") = e;
-    __asm__ volatile("svc 0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2), "r"(x3), "r"(x4) : "memory");
-    return x0;
-}
-#else
-inline long sys(long n, long a = 0, long b = 0, long c = 0, long d = 0, long e = 0) {
-    long ret = ::syscall(n, a, b, c, d, e);
-    return ret < 0 ? -errno : ret;
-}
-#endif
-
-// Everything below up to Watchdog::start runs in the watchdog, under the rules above.
-#define WATCHDOG_CODE [[gnu::no_sanitize("address", "undefined", "thread")]]
-
-template <class T>
-long arg(T* p) {
-    return reinterpret_cast<long>(p);
-}
+// act. It makes its system calls itself (process/raw_syscall.hpp), as it did when it
+// shared redlock's memory: it runs on a stack of its own from clone(), and touches no
+// libc state. Everything below up to Watchdog::start runs in the watchdog.
+#define WATCHDOG_CODE REDLOCK_RAW_CODE
+using raw::arg;
+using raw::sys;
 
 // One message on the pipe: a kind and two times (ns on CLOCK_BOOTTIME) or a pid. Writes of
 // this size to a pipe are atomic.
@@ -76,52 +43,80 @@ struct Message {
 };
 constexpr char k_deadlines = 'D'; // a = term_at, b = kill_at
 constexpr char k_lost = 'L';      // b = kill_at; redlock sent TERM itself
-constexpr char k_group = 'G';     // a = PROGRAM's process group, b = 1 if also its session
+constexpr char k_group = 'G';     // a = PROGRAM's process group, b = k_own_* flags
 constexpr char k_done = 'd';
+constexpr long long k_own_session = 1; // PROGRAM leads a session of its own
+constexpr long long k_in_cgroup = 2;   // PROGRAM is in the cgroup the watchdog was given
 
 // How long after term_at the watchdog leaves to redlock, which signals at term_at itself
 // when it is running: one TERM, not two.
 constexpr long long k_term_grace_ns = 100'000'000;
 
-// The process table the watchdog reads to find redlock's descendants, and the largest
-// tree it signals in one pass (the rest the next pass, 50 ms later). Both are only touched
-// when the watchdog has to act, so their size costs address space, not memory.
-constexpr size_t k_max_processes = size_t{1} << 18;
+// The largest tree the watchdog follows (the rest, if a pass finds more, the next pass).
+// The arrays are touched only as far as the tree goes, so their size costs address
+// space, not memory.
 constexpr size_t k_max_tree = 16384;
+constexpr size_t k_seen_slots = 2 * k_max_tree; // a power of two
+
+// Without a cgroup, how often the watchdog looks at PROGRAM's tree while redlock lives:
+// what it finds is what it kills once redlock is gone. Every 20 ms while the tree changes;
+// a tree that stayed the same is looked at half as often each time, down to every 160 ms.
+// Processes seen before are not read again (only their children lists), but every 8th
+// look, which catches a pid reused and a process that started threads.
+constexpr long long k_snapshot_ns = 20'000'000;
+constexpr long long k_stable_snapshot_ns = 160'000'000;
+constexpr unsigned k_full_look_every = 8;
 
 // How long the watchdog goes on killing once redlock is gone, for processes forked while
 // it kills, before it removes PROGRAM's cgroup and exits.
 constexpr int k_final_rounds = 200;                // of:
 constexpr long long k_final_round_ns = 20'000'000; // 4 s in all, at most
 
-struct ProcEntry {
+// One process of PROGRAM's tree: its pid, and its start time (clock ticks since boot), so
+// that a later process that took the pid is never taken for it.
+struct Member {
     pid_t pid;
-    pid_t ppid;
-    pid_t session;
-    long exit_signal; // 0 for a "clone child" (the watchdog itself, a hook's runner)
+    long threads;
+    unsigned long long start;
 };
 
 struct Watch {
     pid_t redlock = 0;
     pid_t self = 0;
     pid_t pgid = 0;
-    bool session = false;  // pgid leads a session of its own: its members are PROGRAM's
-    long long term_at = 0; // 0: no TERM to send
+    bool session = false;   // pgid leads a session of its own: its members are PROGRAM's
+    bool contained = false; // PROGRAM is in the cgroup: that is its whole tree
+    long long term_at = 0;  // 0: no TERM to send
     long long kill_at = 0;
     bool killed = false;
+    long long snapshot_at = 0; // when the next look at the tree is due; 0: none (a cgroup)
+    long long snapshot_ns = k_snapshot_ns; // until the next one
+    unsigned looks = 0;
 };
 
 // The watchdog's own memory, mapped by redlock before the clone and never unmapped.
 struct Memory {
     int fd = -1;       // the read end of the pipe
     int write_fd = -1; // its write end, redlock's: closed first, or EOF would never come
+    int proc = -1;     // /proc
     // PROGRAM's cgroup: its directory, and its parent's with its name there; -1 without.
     int cgroup_dir = -1;
     int cgroup_parent = -1;
     char cgroup_name[64] = {};
     Watch watch;
-    ProcEntry processes[k_max_processes];
-    pid_t tree[k_max_tree];
+    // The last look at PROGRAM's tree (snapshot[current]), and the next one being taken.
+    Member snapshot[2][k_max_tree];
+    size_t snapshot_size[2];
+    bool snapshot_partial[2]; // larger than k_max_tree, or parts of /proc unreadable
+    int current;
+    // The processes of one pass, and a set of pids with an index each (open addressing; a
+    // slot is taken when its generation is the set's).
+    Member found[k_max_tree];
+    pid_t children[k_max_tree];
+    pid_t seen_pid[k_seen_slots];
+    size_t seen_index[k_seen_slots];
+    unsigned seen_generation[k_seen_slots];
+    unsigned generation;
     alignas(16) char stack[64 * 1024];
 };
 
@@ -136,33 +131,59 @@ WATCHDOG_CODE void sleep_ns(long long ns) {
     sys(SYS_nanosleep, arg(&ts), 0);
 }
 
-// The decimal number at s (up to a non-digit), or -1 if there is none.
-WATCHDOG_CODE long parse_number(const char*& s, const char* end) {
-    long n = -1;
-    for (; s < end && *s >= '0' && *s <= '9'; ++s)
-        n = (n < 0 ? 0 : n * 10) + (*s - '0');
-    return n;
+// The decimal number at s (up to a non-digit), or -1 if there is none. Numbers past 2^63
+// (RLIM_INFINITY in a stat line) wrap: only small fields are used.
+WATCHDOG_CODE long long parse_number(const char*& s, const char* end) {
+    unsigned long long n = 0;
+    bool any = false;
+    for (; s < end && *s >= '0' && *s <= '9'; ++s, any = true)
+        n = n * 10 + static_cast<unsigned long long>(*s - '0');
+    return any ? static_cast<long long>(n & ~(1ULL << 63)) : -1;
 }
 
-// Process `name` (a /proc entry) from its stat line into `out`; false if it is gone or a
-// zombie.
-WATCHDOG_CODE bool read_entry(int proc, const char* name, ProcEntry& out) {
+// Appends `text`, then returns the end.
+WATCHDOG_CODE char* put(char* at, const char* text) {
+    while (*text)
+        *at++ = *text++;
+    return at;
+}
+
+// Appends the decimal `n`, then returns the end.
+WATCHDOG_CODE char* put(char* at, unsigned long long n) {
+    char digits[24];
+    int count = 0;
+    do {
+        digits[count++] = static_cast<char>('0' + n % 10);
+        n /= 10;
+    } while (n);
+    while (count)
+        *at++ = digits[--count];
+    return at;
+}
+
+// What the watchdog reads of a process's stat line.
+struct Stat {
+    pid_t session = 0;
+    long threads = 1;
+    unsigned long long start = 0;
+    long long exit_signal = -1; // 0 for a "clone child" (the watchdog itself, a hook's runner)
+};
+
+// Process `pid`'s stat line ("pid (comm) S ppid pgrp session ... num_threads (20) ...
+// starttime (22) ... exit_signal (38)"; comm may hold anything, so the fields are counted
+// from the last ')'). False if it is gone, or dead already: a zombie has nothing left to
+// signal, and no children.
+WATCHDOG_CODE bool read_stat(int proc, pid_t pid, Stat& out) {
     char path[32];
-    size_t len = 0;
-    for (; name[len] && len < 16; ++len)
-        path[len] = name[len];
-    for (const char* s = "/stat"; *s; ++s)
-        path[len++] = *s;
-    path[len] = '\0';
-    long fd = sys(SYS_openat, proc, arg(path), O_RDONLY | O_CLOEXEC);
+    *put(put(path, static_cast<unsigned long long>(pid)), "/stat") = '\0';
+    const long fd = sys(SYS_openat, proc, arg(path), O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return false;
-    char buf[512];
-    long n = sys(SYS_read, fd, arg(buf), sizeof buf);
+    char buf[1024];
+    const long n = sys(SYS_read, fd, arg(buf), sizeof buf);
     sys(SYS_close, fd);
     if (n <= 0)
         return false;
-    // "pid (comm) S ppid pgrp session ...": comm may hold anything, so from the last ')'.
     const char* end = buf + n;
     const char* s = end;
     while (s > buf && s[-1] != ')')
@@ -170,91 +191,246 @@ WATCHDOG_CODE bool read_entry(int proc, const char* name, ProcEntry& out) {
     if (s == buf || end - s < 4 || s[0] != ' ' || s[2] != ' ')
         return false;
     if (s[1] == 'Z' || s[1] == 'X')
-        return false; // dead already: nothing to signal, and only its parent can reap it
-    s += 3;           // " S "
-    const long ppid = parse_number(s, end);
-    if (ppid < 0 || s >= end || *s++ != ' ' || parse_number(s, end) < 0 || s >= end || *s++ != ' ')
         return false;
-    const long session = parse_number(s, end);
-    if (session < 0)
-        return false;
-    // On to the 38th field, the exit signal (the session is the 6th); -1 if cut short.
-    out.exit_signal = -1;
-    for (int field = 6; field < 38 && s < end; ++s)
-        if (*s == ' ' && ++field == 38) {
-            ++s;
-            out.exit_signal = parse_number(s, end);
+    s += 3; // " S ": at field 4
+    bool started = false;
+    for (int field = 4; field <= 38 && s < end; ++field) {
+        const long long value = *s == '-' ? (++s, -parse_number(s, end)) : parse_number(s, end);
+        if (field == 6)
+            out.session = static_cast<pid_t>(value);
+        else if (field == 20)
+            out.threads = static_cast<long>(value);
+        else if (field == 22)
+            out.start = static_cast<unsigned long long>(value), started = value >= 0;
+        else if (field == 38)
+            out.exit_signal = value;
+        if (s >= end || *s != ' ')
             break;
-        }
-    out.ppid = static_cast<pid_t>(ppid);
-    out.session = static_cast<pid_t>(session);
-    return true;
+        ++s;
+    }
+    return started;
 }
 
-// Reads every process's parent and session into `out`; returns how many.
-WATCHDOG_CODE size_t scan_processes(ProcEntry* out) {
-    long proc = sys(SYS_openat, AT_FDCWD, arg("/proc"), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (proc < 0)
-        return 0;
-    size_t count = 0;
+// Appends to `out` (from `n`, up to `max`) the pids in /proc/<path> (a children file:
+// "12 345 "); returns the new count. False in `complete` if it could not be read whole.
+WATCHDOG_CODE size_t read_pids(int proc, const char* path, pid_t* out, size_t n, size_t max,
+                               bool& complete) {
+    const long fd = sys(SYS_openat, proc, arg(path), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        complete = false;
+        return n;
+    }
+    char buf[4096];
+    long long pid = -1;
+    for (long got; (got = sys(SYS_read, fd, arg(buf), sizeof buf)) != 0;) {
+        if (got < 0) {
+            complete = false;
+            break;
+        }
+        for (long i = 0; i < got; ++i) {
+            if (buf[i] >= '0' && buf[i] <= '9') {
+                pid = (pid < 0 ? 0 : pid * 10) + (buf[i] - '0');
+                continue;
+            }
+            if (pid > 0 && n < max)
+                out[n++] = static_cast<pid_t>(pid);
+            else if (pid > 0)
+                complete = false;
+            pid = -1;
+        }
+    }
+    if (pid > 0 && n < max)
+        out[n++] = static_cast<pid_t>(pid);
+    sys(SYS_close, fd);
+    return n;
+}
+
+// Calls visit.entry(n) for each entry of the directory `dir` whose name is a number (a
+// pid in /proc, a thread id in /proc/PID/task).
+template <class Visit>
+WATCHDOG_CODE void for_each_numbered(long dir, Visit& visit) {
     alignas(8) char buf[4096];
-    long n = 0;
-    while (count < k_max_processes && (n = sys(SYS_getdents64, proc, arg(buf), sizeof buf)) > 0) {
-        for (long at = 0; at < n && count < k_max_processes;) {
+    for (long got; (got = sys(SYS_getdents64, dir, arg(buf), sizeof buf)) > 0;) {
+        for (long at = 0; at < got;) {
             // struct linux_dirent64: ino (8), off (8), reclen (2), type (1), name.
             unsigned short reclen = 0;
             std::memcpy(&reclen, buf + at + 16, sizeof reclen);
             const char* name = buf + at + 19;
             at += reclen;
             const char* s = name;
-            long pid = parse_number(s, name + 16);
-            if (pid <= 0 || *s != '\0')
+            const long long n = parse_number(s, name + 16);
+            if (n > 0 && *s == '\0')
+                visit.entry(static_cast<pid_t>(n));
+        }
+    }
+}
+
+// Reads the children of each thread of a process into m.children (from n).
+struct ThreadChildren {
+    Memory& m;
+    char* path; // "PID/task/"
+    char* tail; // where the thread id goes in it
+    bool& complete;
+    size_t n = 0;
+    WATCHDOG_CODE void entry(pid_t tid) {
+        *put(put(tail, static_cast<unsigned long long>(tid)), "/children") = '\0';
+        n = read_pids(m.proc, path, m.children, n, k_max_tree, complete);
+    }
+};
+
+// The children of process `pid` into m.children; how many. Each thread has its own
+// (/proc/PID/task/TID/children): the one that forked them.
+WATCHDOG_CODE size_t children_of(Memory& m, pid_t pid, long threads, bool& complete) {
+    char path[64];
+    char* tail = put(put(path, static_cast<unsigned long long>(pid)), "/task/");
+    if (threads <= 1) {
+        *put(put(tail, static_cast<unsigned long long>(pid)), "/children") = '\0';
+        return read_pids(m.proc, path, m.children, 0, k_max_tree, complete);
+    }
+    *tail = '\0';
+    const long dir = sys(SYS_openat, m.proc, arg(path), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir < 0) {
+        complete = false;
+        return 0;
+    }
+    ThreadChildren each{m, path, tail, complete};
+    for_each_numbered(dir, each);
+    sys(SYS_close, dir);
+    return each.n;
+}
+
+// The pid set of Memory: emptied in O(1) by a new generation.
+WATCHDOG_CODE void clear_set(Memory& m) {
+    ++m.generation;
+}
+
+WATCHDOG_CODE size_t slot_of(Memory& m, pid_t pid) {
+    size_t slot = (static_cast<size_t>(pid) * 2654435761u) & (k_seen_slots - 1);
+    while (m.seen_generation[slot] == m.generation && m.seen_pid[slot] != pid)
+        slot = (slot + 1) & (k_seen_slots - 1);
+    return slot;
+}
+
+// The index stored with `pid`, or -1 when it is not in the set.
+WATCHDOG_CODE long find_in_set(Memory& m, pid_t pid) {
+    const size_t slot = slot_of(m, pid);
+    return m.seen_generation[slot] == m.generation ? static_cast<long>(m.seen_index[slot]) : -1;
+}
+
+// Adds `pid` with `index`; false when it was there already.
+WATCHDOG_CODE bool add_to_set(Memory& m, pid_t pid, size_t index) {
+    const size_t slot = slot_of(m, pid);
+    if (m.seen_generation[slot] == m.generation)
+        return false;
+    m.seen_generation[slot] = m.generation;
+    m.seen_pid[slot] = pid;
+    m.seen_index[slot] = index;
+    return true;
+}
+
+// PROGRAM's tree below redlock into `out`: redlock is a child subreaper, so while it lives
+// every process PROGRAM started is below it, whatever group or session it moved to.
+// redlock's "clone children" (this watchdog, a hook's runner) and what is below them are
+// not PROGRAM's. Returns how many; `complete` false when some could not be read or there
+// were more than k_max_tree. With `known` (the set holding the indexes of a previous
+// look), a process found there is taken from it unread.
+WATCHDOG_CODE size_t walk_tree(Memory& m, Member* out, bool& complete,
+                               const Member* known = nullptr) {
+    Stat root{};
+    if (!read_stat(m.proc, m.watch.redlock, root))
+        return 0;
+    size_t n = 0;
+    pid_t parent = m.watch.redlock;
+    long threads = root.threads;
+    for (size_t next = 0;; ++next) {
+        const size_t count = children_of(m, parent, threads, complete);
+        for (size_t i = 0; i < count; ++i) {
+            Stat child{};
+            const pid_t pid = m.children[i];
+            const long seen = known ? find_in_set(m, pid) : -1;
+            if (seen >= 0 && n < k_max_tree) {
+                out[n++] = known[seen];
                 continue;
-            out[count].pid = static_cast<pid_t>(pid);
-            if (read_entry(static_cast<int>(proc), name, out[count]))
-                ++count;
-        }
-    }
-    sys(SYS_close, proc);
-    return count;
-}
-
-WATCHDOG_CODE bool contains(const pid_t* set, size_t n, pid_t pid) {
-    for (size_t i = 0; i < n; ++i)
-        if (set[i] == pid)
-            return true;
-    return false;
-}
-
-// PROGRAM's processes found in the process table, the watchdog excepted, into m.tree from
-// m.tree[1]: redlock's descendants (m.tree[0] is redlock; it is a child subreaper, so while
-// it lives they are all below it), and the members of PROGRAM's session when PROGRAM
-// leads one (once redlock is gone, its descendants are re-parented out of reach, but
-// they stay in that session unless they leave it with setsid). Returns how many.
-WATCHDOG_CODE size_t program_processes(Memory& m) {
-    const size_t procs = scan_processes(m.processes);
-    size_t n = 1;
-    m.tree[0] = m.watch.redlock;
-    for (size_t i = 0; i < procs && n < k_max_tree; ++i) {
-        const ProcEntry& p = m.processes[i];
-        if (m.watch.session && p.session == m.watch.pgid && p.pid != m.watch.self)
-            m.tree[n++] = p.pid;
-    }
-    for (bool grew = true; grew && n < k_max_tree;) {
-        grew = false;
-        for (size_t i = 0; i < procs && n < k_max_tree; ++i) {
-            const ProcEntry& p = m.processes[i];
-            // redlock's clone children (this watchdog, a hook's runner) are not PROGRAM's,
-            // nor is anything below them.
-            const bool helper = p.ppid == m.watch.redlock && p.exit_signal == 0;
-            if (p.pid != m.watch.self && p.pid != m.watch.redlock && !helper &&
-                contains(m.tree, n, p.ppid) && !contains(m.tree, n, p.pid)) {
-                m.tree[n++] = p.pid;
-                grew = true;
             }
+            if (pid == m.watch.self || !read_stat(m.proc, pid, child))
+                continue;
+            if (parent == m.watch.redlock && child.exit_signal == 0)
+                continue;
+            if (n == k_max_tree) {
+                complete = false;
+                return n;
+            }
+            out[n++] = {pid, child.threads, child.start};
+        }
+        if (next == n)
+            return n;
+        parent = out[next].pid;
+        threads = out[next].threads;
+    }
+}
+
+// Takes a new look at PROGRAM's tree while redlock lives. One taken while redlock died
+// may have missed processes re-parented away meanwhile: the last one stays. Returns
+// whether the tree is the same as at the last look.
+WATCHDOG_CODE bool take_snapshot(Memory& m) {
+    const int last = m.current;
+    const int next = 1 - last;
+    const Member* known = nullptr;
+    if (++m.watch.looks % k_full_look_every != 0) {
+        clear_set(m);
+        for (size_t i = 0; i < m.snapshot_size[last]; ++i)
+            add_to_set(m, m.snapshot[last][i].pid, i);
+        known = m.snapshot[last];
+    }
+    bool complete = m.proc >= 0;
+    const size_t n = walk_tree(m, m.snapshot[next], complete, known);
+    m.snapshot_size[next] = n;
+    m.snapshot_partial[next] = !complete;
+    Stat redlock{};
+    if (!read_stat(m.proc, m.watch.redlock, redlock))
+        return false;
+    m.current = next;
+    bool same = n == m.snapshot_size[last];
+    for (size_t i = 0; same && i < n; ++i)
+        same = m.snapshot[next][i].pid == m.snapshot[last][i].pid &&
+               m.snapshot[next][i].start == m.snapshot[last][i].start;
+    return same;
+}
+
+// Whether `member` is still that process, alive (not a later one with its pid).
+WATCHDOG_CODE bool still_alive(Memory& m, const Member& member, Stat& now) {
+    return read_stat(m.proc, member.pid, now) && now.start == member.start;
+}
+
+// Passes on to each.add(pid, threads) the processes of PROGRAM's session.
+template <class Each>
+struct SessionMembers {
+    Memory& m;
+    Each& each;
+    size_t count = 0;
+    WATCHDOG_CODE void entry(pid_t pid) {
+        Stat st{};
+        if (pid != m.watch.self && read_stat(m.proc, pid, st) && st.session == m.watch.pgid) {
+            each.add(pid, st.threads);
+            ++count;
         }
     }
-    return n - 1;
+};
+
+// Calls each.add(pid, threads) for every process of PROGRAM's session (when it leads one:
+// its members are PROGRAM's, found even once redlock is gone, unless they left it with
+// setsid), by a pass over /proc. Returns how many.
+template <class Each>
+WATCHDOG_CODE size_t for_each_in_session(Memory& m, Each& each) {
+    if (!m.watch.session || m.watch.pgid <= 0)
+        return 0;
+    const long dir = sys(SYS_openat, m.proc, arg("."), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir < 0)
+        return 0;
+    SessionMembers<Each> members{m, each};
+    for_each_numbered(dir, members);
+    sys(SYS_close, dir);
+    return members.count;
 }
 
 // Every process in PROGRAM's cgroup gets `sig`; SIGKILL through cgroup.kill. Returns how
@@ -272,37 +448,13 @@ WATCHDOG_CODE size_t signal_cgroup(Memory& m, int sig) {
                 return 0;
         }
     }
-    long fd = sys(SYS_openat, m.cgroup_dir, arg("cgroup.procs"), O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
+    bool complete = true;
+    const size_t n = read_pids(m.cgroup_dir, "cgroup.procs", m.children, 0, k_max_tree, complete);
     size_t signalled = 0;
-    char buf[4096];
-    long pid = -1;
-    for (long n; (n = sys(SYS_read, fd, arg(buf), sizeof buf)) > 0;) {
-        for (long i = 0; i < n; ++i) {
-            if (buf[i] >= '0' && buf[i] <= '9') {
-                pid = (pid < 0 ? 0 : pid * 10) + (buf[i] - '0');
-            } else {
-                if (pid > 0 && sys(SYS_kill, pid, sig) == 0)
-                    ++signalled;
-                pid = -1;
-            }
-        }
-    }
-    sys(SYS_close, fd);
+    for (size_t i = 0; i < n; ++i)
+        if (sys(SYS_kill, m.children[i], sig) == 0)
+            ++signalled;
     return signalled;
-}
-
-// Signals everything of PROGRAM's; returns how many live processes it found to signal
-// besides the process group (whose zombies a kill still counts).
-WATCHDOG_CODE size_t signal_tree(Memory& m, int sig) {
-    size_t found = signal_cgroup(m, sig);
-    if (m.watch.pgid > 0)
-        sys(SYS_kill, -m.watch.pgid, sig);
-    const size_t n = program_processes(m);
-    for (size_t i = 1; i <= n; ++i)
-        sys(SYS_kill, m.tree[i], sig);
-    return found + n;
 }
 
 // Whether PROGRAM's cgroup still holds a process ("populated 1" in cgroup.events).
@@ -326,17 +478,149 @@ WATCHDOG_CODE bool cgroup_populated(Memory& m) {
     return false;
 }
 
+// Sends a signal to each process added.
+struct Signaller {
+    int sig;
+    WATCHDOG_CODE void add(pid_t pid, long) { sys(SYS_kill, pid, sig); }
+};
+
+// While redlock lives (it is stopped or starved: the lease ran out): signals everything of
+// PROGRAM's; returns how many live processes it found to signal besides the process group
+// (whose zombies a kill still counts).
+WATCHDOG_CODE size_t signal_tree(Memory& m, int sig) {
+    size_t found = signal_cgroup(m, sig);
+    if (m.watch.pgid > 0)
+        sys(SYS_kill, -m.watch.pgid, sig);
+    bool complete = true;
+    const size_t n = walk_tree(m, m.found, complete);
+    for (size_t i = 0; i < n; ++i)
+        sys(SYS_kill, m.found[i].pid, sig);
+    Signaller signaller{sig};
+    return found + n + for_each_in_session(m, signaller);
+}
+
+// The processes of one pass once redlock is gone, each stopped (SIGSTOP) as it is found:
+// a stopped process forks no more, and keeps its children below it (a killed one would
+// leave them to init, out of reach), so that they are found in turn.
+struct Freezer {
+    Memory& m;
+    size_t n = 0;
+    WATCHDOG_CODE void add(pid_t pid, long threads) {
+        if (pid <= 0 || pid == m.watch.self || pid == m.watch.redlock || n == k_max_tree ||
+            !add_to_set(m, pid, n))
+            return;
+        sys(SYS_kill, pid, SIGSTOP);
+        m.found[n++] = {pid, threads, 0};
+    }
+};
+
+// Redlock is gone: kills everything of PROGRAM's. With a cgroup, through it. Without one,
+// finds the processes of the last look at the tree still alive (same start time),
+// everything now below them, the process group and the session, freezing each as it is
+// found, then kills them all. Returns how many processes it signalled one by one.
+WATCHDOG_CODE size_t freeze_and_kill(Memory& m) {
+    if (m.watch.contained) {
+        // The cgroup holds the whole tree, killed at once: nothing to look for first, and
+        // nothing left stopped if the watchdog itself is killed meanwhile.
+        const size_t found = signal_cgroup(m, SIGKILL);
+        if (m.watch.pgid > 0)
+            sys(SYS_kill, -m.watch.pgid, SIGKILL);
+        Signaller killer{SIGKILL};
+        return found + for_each_in_session(m, killer);
+    }
+    clear_set(m);
+    Freezer frozen{m};
+    if (m.watch.pgid > 0)
+        sys(SYS_kill, -m.watch.pgid, SIGSTOP);
+    const int last = m.current;
+    for (size_t i = 0; i < m.snapshot_size[last]; ++i) {
+        Stat now{};
+        if (still_alive(m, m.snapshot[last][i], now))
+            frozen.add(m.snapshot[last][i].pid, now.threads);
+    }
+    for_each_in_session(m, frozen);
+    for (size_t i = 0; i < frozen.n; ++i) {
+        bool complete = true;
+        const size_t count = children_of(m, m.found[i].pid, m.found[i].threads, complete);
+        for (size_t c = 0; c < count; ++c) {
+            Stat child{};
+            if (read_stat(m.proc, m.children[c], child))
+                frozen.add(m.children[c], child.threads);
+        }
+    }
+    for (size_t i = 0; i < frozen.n; ++i)
+        sys(SYS_kill, m.found[i].pid, SIGKILL);
+    if (m.watch.pgid > 0)
+        sys(SYS_kill, -m.watch.pgid, SIGKILL);
+    return frozen.n + signal_cgroup(m, SIGKILL);
+}
+
+// Counts the processes added.
+struct Counter {
+    size_t n = 0;
+    WATCHDOG_CODE void add(pid_t, long) { ++n; }
+};
+
+// Once redlock is gone, whether PROGRAM's tree is proven gone: the one place that decides
+// it. With a cgroup, it is gone when the cgroup is empty. Without one, when no process of
+// the last look at the tree is alive and PROGRAM's process group and session (when it
+// led one) are empty; a process that left both (setsid) after that look, whose parent
+// exited, cannot be found. So when PROGRAM kept the terminal's session, or the look was
+// partial, the tree cannot be proven gone.
+enum class TreeState { empty, alive, unprovable };
+struct TreeVerdict {
+    TreeState state;
+    const char* why;
+};
+
+WATCHDOG_CODE TreeVerdict tree_verdict(Memory& m) {
+    const Watch& w = m.watch;
+    if (w.contained)
+        return cgroup_populated(m) ? TreeVerdict{TreeState::alive, "its cgroup is populated"}
+                                   : TreeVerdict{TreeState::empty, "its cgroup is empty"};
+    const int last = m.current;
+    for (size_t i = 0; i < m.snapshot_size[last]; ++i) {
+        Stat now{};
+        if (still_alive(m, m.snapshot[last][i], now))
+            return {TreeState::alive, "a process of its tree is alive"};
+    }
+    if (w.pgid > 0 && sys(SYS_kill, -w.pgid, 0) == 0)
+        return {TreeState::alive, "its process group is not empty"};
+    Counter counter;
+    if (for_each_in_session(m, counter) > 0)
+        return {TreeState::alive, "its session is not empty"};
+    if (m.snapshot_partial[last])
+        return {TreeState::unprovable, "its tree was too large, or /proc unreadable, to follow"};
+    if (!w.session)
+        return {TreeState::unprovable, "it shared the terminal's session, which a process that "
+                                       "left its group cannot be told apart in"};
+    return {TreeState::empty, "its process group and session are empty"};
+}
+
+// The earlier of two times, 0 standing for none.
+WATCHDOG_CODE long long earlier(long long a, long long b) {
+    return !a ? b : !b ? a : a < b ? a : b;
+}
+
 // The next time to act, 0 for none.
 WATCHDOG_CODE long long next_action(const Watch& w) {
+    long long action = w.kill_at;
     if (w.killed)
-        return now_ns() + 50'000'000; // again, for anything forked meanwhile
-    if (w.term_at && (!w.kill_at || w.term_at + k_term_grace_ns < w.kill_at))
-        return w.term_at + k_term_grace_ns;
-    return w.kill_at;
+        action = now_ns() + 50'000'000; // again, for anything forked meanwhile
+    else if (w.term_at && (!w.kill_at || w.term_at + k_term_grace_ns < w.kill_at))
+        action = w.term_at + k_term_grace_ns;
+    return earlier(w.snapshot_at, action);
 }
 
 WATCHDOG_CODE void act(Memory& m, long long now) {
     Watch& w = m.watch;
+    if (w.snapshot_at && now >= w.snapshot_at) {
+        const long long twice = w.snapshot_ns * 2;
+        w.snapshot_ns = !take_snapshot(m)              ? k_snapshot_ns
+                        : twice < k_stable_snapshot_ns ? twice
+                                                       : k_stable_snapshot_ns;
+        w.snapshot_at = now_ns() + w.snapshot_ns;
+    }
     if (w.term_at && now >= w.term_at + k_term_grace_ns) {
         signal_tree(m, SIGTERM);
         signal_tree(m, SIGCONT); // a stopped process acts on TERM only once continued
@@ -347,43 +631,80 @@ WATCHDOG_CODE void act(Memory& m, long long now) {
         w.killed = true;
     }
     // Nothing left to kill (redlock stopped, PROGRAM gone): wait for redlock quietly.
-    if (w.killed && (w.pgid <= 0 || sys(SYS_kill, -w.pgid, 0) != 0) && !cgroup_populated(m) &&
-        program_processes(m) == 0) {
-        w.killed = false;
-        w.kill_at = 0;
+    if (w.killed && (w.pgid <= 0 || sys(SYS_kill, -w.pgid, 0) != 0) && !cgroup_populated(m)) {
+        bool complete = true;
+        Counter counter;
+        if (walk_tree(m, m.found, complete) == 0 && for_each_in_session(m, counter) == 0) {
+            w.killed = false;
+            w.kill_at = 0;
+        }
     }
 }
 
 // Redlock is gone without saying "done": nothing renews the lease, so everything of
 // PROGRAM's is killed now, again while anything is found (a fork races a kill), and
-// PROGRAM's cgroup is removed once empty.
-WATCHDOG_CODE void kill_everything(Memory& m) {
+// PROGRAM's cgroup is removed once empty. Returns whether the tree was proven gone.
+WATCHDOG_CODE TreeVerdict kill_everything(Memory& m) {
+    TreeVerdict verdict{TreeState::alive, ""};
     for (int round = 0; round < k_final_rounds; ++round) {
-        const size_t found = signal_tree(m, SIGKILL);
-        const bool populated = cgroup_populated(m);
-        if (!populated && m.cgroup_parent >= 0 &&
-            sys(SYS_unlinkat, m.cgroup_parent, arg(m.cgroup_name), AT_REMOVEDIR) == 0)
+        const size_t found = freeze_and_kill(m);
+        verdict = tree_verdict(m);
+        // With any cgroup below it: a run nested in PROGRAM, whose watchdog died in the
+        // cgroup.kill above.
+        if (!cgroup_populated(m) && m.cgroup_parent >= 0 &&
+            remove_cgroup_tree(m.cgroup_parent, m.cgroup_name))
             m.cgroup_parent = -1;
-        if (found == 0 && !populated)
-            return;
+        if (found == 0 && verdict.state != TreeState::alive)
+            return verdict;
         sleep_ns(k_final_round_ns);
     }
+    return verdict;
 }
 
-// Reads one whole message; false at EOF or on an error.
-WATCHDOG_CODE bool read_message(int fd, Message& out) {
-    char buf[sizeof(Message)];
-    size_t got = 0;
-    while (got < sizeof buf) {
-        long n = sys(SYS_read, fd, arg(buf + got), static_cast<long>(sizeof buf - got));
+// Takes one message from redlock into the watch; false for "done".
+WATCHDOG_CODE bool apply(Watch& w, const Message& msg) {
+    if (msg.kind == k_done)
+        return false;
+    if (msg.kind == k_deadlines) {
+        w.term_at = msg.a;
+        w.kill_at = msg.b;
+    } else if (msg.kind == k_lost) {
+        w.term_at = 0;
+        w.kill_at = msg.b;
+    } else if (msg.kind == k_group) {
+        w.pgid = static_cast<pid_t>(msg.a);
+        w.session = (msg.b & k_own_session) != 0;
+        w.contained = (msg.b & k_in_cgroup) != 0;
+        // Without a cgroup, the watchdog keeps looking at the tree; with one, not.
+        w.snapshot_at = w.contained ? 0 : (w.snapshot_at ? w.snapshot_at : now_ns());
+    }
+    return true;
+}
+
+enum class Drained { more, done, closed };
+
+// Reads every message waiting on the pipe (non-blocking) before the watchdog acts: one
+// that was stopped and continued finds a deadline per renewal queued, and only the latest
+// counts (acting on the oldest would kill a healthy PROGRAM). `closed` once the pipe is at
+// EOF: redlock died without saying "done". A Message is written in one atomic write and
+// read in whole multiples of its size, so no read ends mid-message.
+WATCHDOG_CODE Drained drain(int fd, Watch& w) {
+    alignas(Message) char buf[sizeof(Message) * 64];
+    for (;;) {
+        const long n = sys(SYS_read, fd, arg(buf), sizeof buf);
         if (n == -EINTR)
             continue;
+        if (n == -EAGAIN)
+            return Drained::more;
         if (n <= 0)
-            return false;
-        got += static_cast<size_t>(n);
+            return Drained::closed;
+        for (long at = 0; at + static_cast<long>(sizeof(Message)) <= n; at += sizeof(Message)) {
+            Message msg{};
+            std::memcpy(&msg, buf + at, sizeof msg);
+            if (!apply(w, msg))
+                return Drained::done;
+        }
     }
-    std::memcpy(&out, buf, sizeof out);
-    return true;
 }
 
 // Closes every descriptor but the `n` in `keep` (sorted): a caller waiting for redlock's
@@ -436,6 +757,9 @@ WATCHDOG_CODE int watch(void* memory) {
             keep[i] = k;
         }
     close_all_but(keep, kept);
+    sys(SYS_fcntl, fd, F_SETFL, O_NONBLOCK); // see drain()
+    m.proc = static_cast<int>(
+        sys(SYS_openat, AT_FDCWD, arg("/proc"), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     const long timer = sys(SYS_timerfd_create, CLOCK_BOOTTIME, TFD_CLOEXEC);
     for (;;) {
         const long long at = next_action(w);
@@ -459,21 +783,11 @@ WATCHDOG_CODE int watch(void* memory) {
         if (rc < 0 && rc != -EINTR)
             break;
         if (fds[0].revents) {
-            Message msg{};
-            if (!read_message(fd, msg))
-                break; // the pipe closed: redlock died without saying so
-            if (msg.kind == k_done)
+            const Drained drained = drain(fd, w);
+            if (drained == Drained::done)
                 sys(SYS_exit_group, 0);
-            if (msg.kind == k_deadlines) {
-                w.term_at = msg.a;
-                w.kill_at = msg.b;
-            } else if (msg.kind == k_lost) {
-                w.term_at = 0;
-                w.kill_at = msg.b;
-            } else if (msg.kind == k_group) {
-                w.pgid = static_cast<pid_t>(msg.a);
-                w.session = msg.b != 0;
-            }
+            if (drained == Drained::closed)
+                break; // the pipe closed: redlock died without saying so
         }
         if (timer >= 0 && fds[1].revents) {
             std::uint64_t expirations = 0;
@@ -481,7 +795,9 @@ WATCHDOG_CODE int watch(void* memory) {
         }
         act(m, now_ns());
     }
-    kill_everything(m);
+    // Whether the tree was proven gone, and if not why: what a release of the lock on
+    // redlock's death would have to wait for.
+    (void)kill_everything(m);
     sys(SYS_exit_group, 0);
     return 0;
 }
@@ -521,6 +837,10 @@ util::Expected<Watchdog> Watchdog::start(Clock::time_point term_at, Clock::time_
         std::memcpy(memory->cgroup_name, cgroup->name().c_str(), cgroup->name().size() + 1);
     }
     memory->watch.redlock = ::getpid();
+    // Until redlock says where PROGRAM runs (watch_group): in the cgroup if there is one,
+    // else the watchdog looks at the tree from the start.
+    memory->watch.contained = memory->cgroup_dir >= 0;
+    memory->watch.snapshot_at = memory->watch.contained ? 0 : 1;
     memory->watch.term_at = to_ns(term_at);
     memory->watch.kill_at = to_ns(kill_at);
     // A copy (no CLONE_VM: see `sys` above) with no exit signal: a "clone child" that
@@ -546,8 +866,8 @@ void Watchdog::send(char kind, long long a, long long b) {
     (void)!::write(m_pipe.get(), buf, sizeof buf);
 }
 
-void Watchdog::watch_group(pid_t pgid, bool session) {
-    send(k_group, pgid, session ? 1 : 0);
+void Watchdog::watch_group(pid_t pgid, bool session, bool in_cgroup) {
+    send(k_group, pgid, (session ? k_own_session : 0) | (in_cgroup ? k_in_cgroup : 0));
 }
 
 void Watchdog::update(Clock::time_point term_at, Clock::time_point kill_at) {

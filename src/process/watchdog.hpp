@@ -12,7 +12,10 @@
 //     everything else of PROGRAM's at once, again until nothing is left, then exits.
 // PROGRAM's tree is its cgroup (process/cgroup.hpp) where it has one, its process group,
 // its session when it leads one, and every process descended from redlock (a child
-// subreaper, so orphans stay below it while redlock lives), the watchdog excepted.
+// subreaper, so orphans stay below it while redlock lives), the watchdog excepted. Without
+// a cgroup, the watchdog looks at that tree every 20 ms while redlock lives (pid and start
+// time of each process): once redlock is gone, its descendants are re-parented out of
+// reach, and the last look is what it stops, with everything still below, then kills.
 //
 // It is a "clone child" (no exit signal), so waitpid(-1) never waits for it and it never
 // counts among PROGRAM's leftovers; it runs in its own session with every signal blocked,
@@ -48,9 +51,10 @@ class Watchdog {
     // The write end of the pipe to the watchdog: poll() reports POLLERR on it once the
     // watchdog is gone (no reader left). -1 once disarmed.
     [[nodiscard]] int pipe_fd() const { return m_pipe.get(); }
-    // PROGRAM's process group, killed too, and whether PROGRAM leads a session of its own
-    // (whose members are PROGRAM's, found even once redlock is gone).
-    void watch_group(pid_t pgid, bool session);
+    // PROGRAM's process group, killed too, whether PROGRAM leads a session of its own
+    // (whose members are PROGRAM's, found even once redlock is gone), and whether it runs
+    // in the cgroup given to start() (else the watchdog keeps looking at its tree).
+    void watch_group(pid_t pgid, bool session, bool in_cgroup);
     // The lease was renewed: new deadlines.
     void update(Clock::time_point term_at, Clock::time_point kill_at);
     // The lease is lost and redlock has sent TERM itself: only the KILL deadline remains.

@@ -779,8 +779,8 @@ class Result:
 
 # A PROGRAM for `redlock run` that records what it sees and holds the lock until told:
 #   $1 = its directory; $2 = exit code.
-# It writes token, key and pid atomically (write + mv), then "ready", waits for "go",
-# writes "done" and exits. "done" existing means PROGRAM is about to exit; while it does
+# It writes token, key, fence, nesting secret and pid atomically (write + mv), then
+# "ready", waits for "go", writes "done" and exits. "done" existing means PROGRAM is about to exit; while it does
 # not, the lock must be held. Meanwhile it runs each script written to "request" (a
 # process of its own tree: a nested run), its outputs and status in "reply.*".
 HOLDER_SCRIPT = r'''
@@ -788,6 +788,7 @@ d=$1
 printf '%s' "$REDLOCK_TOKEN" > "$d/token.tmp" && mv "$d/token.tmp" "$d/token"
 printf '%s' "$REDLOCK_KEY" > "$d/key.tmp" && mv "$d/key.tmp" "$d/key"
 printf '%s' "$REDLOCK_FENCE" > "$d/fence.tmp" && mv "$d/fence.tmp" "$d/fence"
+printf '%s' "$REDLOCK_NEST_SECRET" > "$d/secret.tmp" && mv "$d/secret.tmp" "$d/secret"
 echo $$ > "$d/pid.tmp" && mv "$d/pid.tmp" "$d/pid"
 : > "$d/ready"
 while [ ! -e "$d/go" ]; do
@@ -802,6 +803,27 @@ done
 : > "$d/done"
 exit "$2"
 '''
+
+
+def run_in_holder_script(d, words, timeout=60.0, proc=None):
+    """Runs the command `words` in the tree of the HOLDER_SCRIPT serving directory `d` (its
+    child); returns a Result. `proc`: the process whose exit fails the wait early."""
+    for name in ("reply.status", "reply.out", "reply.err"):
+        if os.path.exists(os.path.join(d, name)):
+            os.unlink(os.path.join(d, name))
+    started = time.monotonic()
+    with open(os.path.join(d, "request.tmp"), "w") as f:
+        f.write("exec " + " ".join(shlex.quote(w) for w in words) + "\n")
+    os.rename(os.path.join(d, "request.tmp"), os.path.join(d, "request"))
+    status = os.path.join(d, "reply.status")
+    wait_until(lambda: os.path.exists(status), timeout, message="the run inside the holder",
+               proc=proc)
+
+    def read(name):
+        with open(os.path.join(d, name)) as f:
+            return f.read()
+    return Result(int(read("reply.status")), read("reply.out"), read("reply.err"),
+                  time.monotonic() - started, words)
 
 
 class Holder:
@@ -856,17 +878,7 @@ class Holder:
         variables of `env` set and those in `unset` removed; returns a Result."""
         words = ["env"] + [f"-u{name}" for name in unset]
         words += [f"{k}={v}" for k, v in (env or {}).items()] + [REDLOCK_BIN] + list(args)
-        for name in ("reply.status", "reply.out", "reply.err"):
-            if os.path.exists(self.path(name)):
-                os.unlink(self.path(name))
-        started = time.monotonic()
-        with open(self.path("request.tmp"), "w") as f:
-            f.write("exec " + " ".join(shlex.quote(w) for w in words) + "\n")
-        os.rename(self.path("request.tmp"), self.path("request"))
-        wait_until(lambda: os.path.exists(self.path("reply.status")), timeout,
-                   message="the run inside the holder", proc=self.proc)
-        return Result(int(self._file("reply.status")), self._file("reply.out"),
-                      self._file("reply.err"), time.monotonic() - started, words)
+        return run_in_holder_script(self.dir, words, timeout, self.proc)
 
     def release(self, timeout=30.0):
         """Lets PROGRAM exit and returns redlock's status."""

@@ -3,7 +3,7 @@ PROGRAM running past its lease.
 
 Over one server and Redlock over five, with servers killed and restarted empty, frozen,
 and holders paused (SIGSTOP) past their TTL. The fenced register is the pattern the
-README documents: a file guarded by flock(1) that refuses a fence not larger than the
+docs/safety.md documents: a file guarded by flock(1) that refuses a fence not larger than the
 last one it accepted.
 """
 
@@ -45,6 +45,16 @@ def proc_state(pid):
     except FileNotFoundError:
         return None
     return stat[stat.rindex(b")") + 2:][:1].decode()
+
+
+def voluntary_switches(pid):
+    """How often process `pid` has gone to sleep (or stopped): a count that grows once it
+    has run and blocked again."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("voluntary_ctxt_switches:"):
+                return int(line.split()[1])
+    return 0
 
 
 def children(pid):
@@ -298,6 +308,28 @@ class PauseTest(StoppedRedlockTest):
         os.kill(proc.pid, signal.SIGCONT)
         self.assertEqual(proc.wait(30), 79)
         self.assertKeyGone(self.redis[0], "lock:both")
+
+    def test_a_watchdog_stopped_past_the_lease_acts_on_the_latest_deadlines(self):
+        # While the watchdog is stopped, redlock renews and sends it a deadline per
+        # renewal. Continued, it must go by the latest one (the lease is healthy), not by
+        # the oldest queued, whose time has long passed.
+        holder = self.holder(["-k", "dog", "-t", "1s"],
+                             global_args=self.global_args).wait_ready()
+        proc, program = holder.proc, holder.program_pid
+        dog = self.watchdog_of(proc.pid, program)
+        self.stop(dog)
+        # Renewals go every third of the 1 s lease: after six of them, the deadlines the
+        # watchdog had (and the first ones queued) are more than a lease in the past.
+        renewals = lambda: int(self.redis[0].commandstats().get("evalsha", {}).get("calls", 0))
+        first = renewals()
+        wait_until(lambda: renewals() >= first + 6, 30, message="six renewals")
+        switches = voluntary_switches(dog)
+        os.kill(dog, signal.SIGCONT)
+        # Once it has read its queue and gone back to sleep, PROGRAM must still run.
+        wait_until(lambda: voluntary_switches(dog) > switches, 10,
+                   message="the watchdog to run and sleep again")
+        self.assertTrue(pid_alive(program), "the continued watchdog killed a healthy PROGRAM")
+        self.assertEqual(holder.release(), 0, proc.stderr)
 
     def test_a_whole_host_pause_is_caught_by_the_fence(self):
         # Everything of the first holder stopped, watchdog included: what no local

@@ -12,11 +12,13 @@ import ctypes
 import os
 import platform
 import shlex
+import shutil
 import signal
+import subprocess
 import sys
 import unittest
 
-from redlock_e2e import E2ETest, kill_quietly, pid_alive, read_pid_file, wait_until
+from redlock_e2e import REDLOCK_BIN, E2ETest, kill_quietly, pid_alive, read_pid_file, wait_until
 
 # PROGRAM for the first holder: a child that moves to a process group of its own (what
 # timeout(1), `set -m` or any setpgid does), a daemon in a session of its own (setsid),
@@ -49,6 +51,55 @@ done
 echo checked
 '''
 
+# PROGRAMs for the terminal tests: a loop that touches a heartbeat, in a child that leaves
+# PROGRAM's process group (as timeout(1) does, or a background job under `set -m`). Their
+# pids go to files in $1.
+HEARTBEAT = (r'''sh -c 'echo $$ > "$1/loop.tmp" && mv "$1/loop.tmp" "$1/loop"; '''
+             r'''while :; do touch "$1/heartbeat"; sleep 0.05; done' sh "$d"''')
+LEFT_GROUP = {
+    "timeout": 'd=$1\ntimeout 60 ' + HEARTBEAT + ' &\n'
+               'echo $$ > "$d/program.tmp" && mv "$d/program.tmp" "$d/program"\nwait\n',
+    "set -m": 'd=$1\nset -m\n' + HEARTBEAT + ' &\n'
+              'echo $$ > "$d/program.tmp" && mv "$d/program.tmp" "$d/program"\nwait\n',
+}
+
+
+def stat_fields(pid):
+    """The fields of /proc/PID/stat after the command name: state, ppid, pgrp, session..."""
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        stat = f.read()
+    return stat[stat.rindex(b")") + 2:].split()
+
+
+def voluntary_switches(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("voluntary_ctxt_switches:"):
+                return int(line.split()[1])
+    return 0
+
+
+def kill_with_a_late_watchdog(redlock, dog, gone):
+    """SIGKILLs redlock while its watchdog is stopped, and continues the watchdog once
+    gone() says redlock is dead and reaped: by then its children have been re-parented, as
+    on a loaded machine where the watchdog runs late (a watchdog that happens to run at
+    once may still find them below the dying redlock)."""
+    os.kill(dog, signal.SIGSTOP)
+    try:
+        os.kill(redlock, signal.SIGKILL)
+        wait_until(gone, 10, message=f"redlock ({redlock}) to be dead and reaped")
+    finally:
+        os.kill(dog, signal.SIGCONT)
+
+
+def wait_for_watchdog_to_look(dog):
+    """Waits until the watchdog has gone to sleep four more times: without a cgroup it
+    looks at PROGRAM's tree at each wake-up, so it has seen what exists now."""
+    first = voluntary_switches(dog)
+    wait_until(lambda: voluntary_switches(dog) >= first + 4, 20,
+               message="the watchdog to look at PROGRAM's tree again")
+
+
 _KCMP_VM = 1
 _KCMP_SYSCALL = {"x86_64": 312, "aarch64": 272}.get(platform.machine())
 
@@ -71,6 +122,15 @@ def children(pid):
             except (OSError, IndexError, ValueError):
                 pass
     return out
+
+
+def cgroup_directory(pid):
+    """Where process `pid`'s cgroup v2 is in the file system."""
+    with open(f"/proc/{pid}/cgroup") as f:
+        path = next(line[3:].strip() for line in f if line.startswith("0::"))
+    with open("/proc/self/mountinfo") as f:
+        mount = next(line.split()[4] for line in f if " - cgroup2 " in line)
+    return mount + path
 
 
 def comm(pid):
@@ -127,6 +187,53 @@ class KilledRedlockTest(E2ETest):
         self.assertEqual(proc.wait(10), -signal.SIGKILL)
         self.assertNothingRunsUnderTheNextHolder("nocgroup", d, env=env)
 
+    def test_without_a_cgroup_even_a_setsid_daemon_dies_with_redlock(self):
+        # The watchdog looks at redlock's tree (a child subreaper's: the daemon is in it)
+        # every few tens of milliseconds, and kills what it saw once redlock is gone.
+        env = self.env({"REDLOCK_NO_CGROUP": "1"})
+        proc, d, pids = self.start_tree("nocgdaemon", env=env)
+        dog = self.watchdog_of(proc, pids)
+        wait_for_watchdog_to_look(dog)
+        kill_with_a_late_watchdog(proc.pid, dog, lambda: proc.poll() is not None)
+        self.assertEqual(proc.wait(10), -signal.SIGKILL)
+        for what, pid in pids.items():
+            wait_until(lambda: not pid_alive(pid), 10, message=f"{what} ({pid}) to die")
+        self.assertNothingRunsUnderTheNextHolder("nocgdaemon", d, env=env)
+
+    def test_with_a_terminal_and_no_cgroup_a_child_that_left_the_group_dies_with_redlock(self):
+        # On a terminal PROGRAM stays in the terminal's session (for job control), so
+        # neither its session nor its group holds what timeout(1) or `set -m` started.
+        if not shutil.which("script"):
+            self.skipTest("script(1) is missing (util-linux): no terminal to run redlock on")
+        env = self.env({"REDLOCK_NO_CGROUP": "1"})
+        for name, tree in LEFT_GROUP.items():
+            with self.subTest(tree=name):
+                d = self.mkdtemp("term-")
+                command = shlex.join([REDLOCK_BIN, *self.global_args, "run", "-k", "term",
+                                      "-t", "2s", "--", "sh", "-c", tree, "sh", d])
+                term = subprocess.Popen(["script", "-qefc", command + "; sleep 60", "/dev/null"],
+                                        env=env, stdin=subprocess.DEVNULL,
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                self.addCleanup(term.wait)
+                self.addCleanup(term.kill)
+                program = read_pid_file(f"{d}/program", 15)
+                loop = read_pid_file(f"{d}/loop", 15)
+                self.kill_at_cleanup(loop)
+                redlock = int(stat_fields(program)[1])
+                # The case at hand: PROGRAM has no session of its own, the loop left its group.
+                self.assertNotEqual(int(stat_fields(program)[3]), program)
+                self.assertNotEqual(stat_fields(loop)[2], stat_fields(program)[2])
+                dogs = [p for p in children(redlock) if p != program]
+                self.assertEqual(len(dogs), 1, f"children of redlock: {children(redlock)}")
+                self.kill_at_cleanup(dogs[0])
+                wait_for_watchdog_to_look(dogs[0])
+                kill_with_a_late_watchdog(redlock, dogs[0],
+                                          lambda: not os.path.exists(f"/proc/{redlock}"))
+                wait_until(lambda: not pid_alive(loop), 10,
+                           message=f"the heartbeat loop ({name}) to die with redlock")
+                self.assertFalse(pid_alive(program))
+                self.assertNothingRunsUnderTheNextHolder("term", d, env=env)
+
     def test_a_kill_of_every_process_named_redlock_leaves_the_watchdog_to_act(self):
         # `killall -9 redlock`, `pkill -9 redlock`: both match the process name.
         proc, d, pids = self.start_tree("byname")
@@ -177,6 +284,52 @@ class KilledRedlockTest(E2ETest):
         with open("/proc/self/mountinfo") as f:
             mount = [line.split()[4] for line in f if " - cgroup2 " in line][0]
         self.assertFalse(os.path.exists(mount + path), f"{mount + path} left behind")
+
+    def assertCgroupsGoAway(self, paths):
+        for path in paths:
+            try:
+                wait_until(lambda: not os.path.exists(path), 10, message=f"{path} to go")
+            except AssertionError:
+                self.fail(f"{path} left behind")
+
+    def test_a_redlock_killed_during_its_release_leaves_no_cgroup(self):
+        if not self.cgroup_available():
+            self.skipTest("redlock cannot make a cgroup here")
+        holder = self.holder(["-k", "rel", "-t", "10s"], global_args=self.global_args)
+        proc, program = holder.proc, holder.wait_ready().program_pid
+        group = cgroup_directory(program)
+        self.assertRegex(group, rf"/redlock-{proc.pid}$")
+        # The release waits on a frozen server: PROGRAM has ended and been reaped, and
+        # redlock is still releasing when it is killed.
+        self.server.freeze()
+        self.addCleanup(self.server.thaw)
+        open(holder.path("go"), "w").close()
+        wait_until(lambda: not os.path.exists(f"/proc/{program}"), 10,
+                   message="PROGRAM to end and be reaped", proc=proc)
+        proc.send_signal(signal.SIGKILL)
+        self.assertEqual(proc.wait(10), -signal.SIGKILL)
+        self.assertCgroupsGoAway([group])
+
+    def test_a_run_nested_in_another_names_run_leaves_no_cgroup_when_the_outer_is_killed(self):
+        # The inner run's cgroup is inside the outer one's, and its watchdog dies in the
+        # outer watchdog's cgroup.kill: the outer one removes both, deepest first.
+        if not self.cgroup_available():
+            self.skipTest("redlock cannot make a cgroup here")
+        d = self.mkdtemp("nested-")
+        inner = ('echo $$ > "$1/pid.tmp" && mv "$1/pid.tmp" "$1/pid"; exec sleep 600')
+        proc = self.start_redlock(self.global_args + [
+            "run", "-k", "outer", "-t", "10s", "--", REDLOCK_BIN, *self.global_args, "run",
+            "-k", "inner", "-t", "10s", "--", "sh", "-c", inner, "sh", d])
+        program = read_pid_file(f"{d}/pid", proc=proc)
+        self.kill_at_cleanup(program)
+        group = cgroup_directory(program)
+        outer = os.path.dirname(group)
+        self.assertRegex(outer, rf"/redlock-{proc.pid}$")
+        self.assertRegex(group, r"/redlock-\d+$")
+        proc.send_signal(signal.SIGKILL)
+        self.assertEqual(proc.wait(10), -signal.SIGKILL)
+        wait_until(lambda: not pid_alive(program), 10, message="the inner PROGRAM to die")
+        self.assertCgroupsGoAway([group, outer])
 
     def test_a_dead_watchdog_makes_redlock_stop_program_and_fail(self):
         proc, d, pids = self.start_tree("nodog")

@@ -8,8 +8,8 @@ import subprocess
 import time
 import unittest
 
-from redlock_e2e import (REDLOCK_BIN, SLACK, E2ETest, pid_alive, read_pid_file,
-                         wait_until)
+from redlock_e2e import (HOLDER_SCRIPT, REDLOCK_BIN, SLACK, E2ETest, pid_alive,
+                         read_pid_file, run_in_holder_script, wait_until)
 
 
 class MaxHoldTest(E2ETest):
@@ -312,6 +312,103 @@ class NestedRunLateServerTest(ServersTest):
         r = self.run_redlock([*self.global_args, "status", "--json", "nest"])
         self.assertEqual(json.loads(r.stdout)["locks"][0]["fence"], 1)
         self.assertEqual(holder.release(), 0)
+
+
+def unshare_pid_namespace_or_skip(test):
+    """Skips `test` unless this machine can start a shell in a new pid namespace with its
+    own /proc (root, and unshare(1))."""
+    if os.geteuid() != 0:
+        test.skipTest("a new pid namespace needs root")
+    if not shutil.which("unshare"):
+        test.skipTest("unshare(1) is missing (util-linux)")
+    r = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "sh", "-c", 'echo $$'],
+                       capture_output=True, text=True)
+    if r.returncode != 0 or r.stdout.strip() != "1":
+        test.skipTest(f"unshare --pid --fork --mount-proc does not work here: {r.stderr.strip()}")
+
+
+# A container's entrypoint, pid 1 of its namespace: takes the lock for itself, runs a
+# `run` of the same name inside (nested: PROGRAM's fence and pid to $D/out, the status to
+# $D/status), and releases. "$@" is redlock with its -s options.
+ENTRYPOINT = r"""
+eval "$("$@" acquire --shell -t 30s entry)" || exit 9
+"$@" run -k entry -n -- sh -c 'echo "$REDLOCK_FENCE $$"' > "$D/out"
+echo $? > "$D/status"
+"$@" release entry --token "$REDLOCK_TOKEN"
+"""
+
+
+class NestedRunNamespaceTest(ServersTest):
+    """Nested runs where pids are small: pid namespaces (containers)."""
+
+    def setUp(self):
+        super().setUp()
+        unshare_pid_namespace_or_skip(self)
+
+    def in_namespace(self, script, *args, env=None):
+        """`sh -c SCRIPT sh ARGS...` as pid 1 of a new pid namespace, in the background."""
+        p = subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", "sh", "-c", script,
+                              "sh", *args], env=self.env(env), cwd=self.tmp,
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+
+        def stop():
+            if p.poll() is None:
+                p.kill()
+            p.communicate()
+        self.addCleanup(stop)
+        return p
+
+    def read(self, path):
+        with open(path) as f:
+            return f.read()
+
+    def test_a_forged_run_from_another_pid_namespace_is_an_ordinary_run(self):
+        # A namespace with a shell of pid 2 that started before the holder acquired, and a
+        # holder whose redlock is pid 2 of another namespace: host, boot and an ancestor
+        # of that pid all match. With the token read from the server, and even with the
+        # holder's nesting secret leaked to it, the forger must wait its turn (-n: 75).
+        # The forger is HOLDER_SCRIPT (holding nothing) serving requests as pid 2.
+        forger = self.mkdtemp("forger-")
+        self.in_namespace('"$@"; true', "sh", "-c", HOLDER_SCRIPT, "sh", forger, "0")
+        wait_until(lambda: os.path.exists(f"{forger}/ready"), 15,
+                   message="the forger's namespace to start")
+        self.assertEqual(self.read(f"{forger}/pid").strip(), "2")
+
+        holder = self.mkdtemp("holder-")
+        self.in_namespace('"$@"; true', REDLOCK_BIN, *self.global_args, "run", "-k", "ns",
+                          "--", "sh", "-c", HOLDER_SCRIPT, "sh", holder, "0")
+        wait_until(lambda: os.path.exists(f"{holder}/ready"), 15,
+                   message="the holder's PROGRAM to start")
+        self.assertEqual(self.redis[0].command("HGET", "{lock:ns}:meta", "pid"), "2")
+        token = self.redis[0].command("GET", "lock:ns")
+        secret = self.read(f"{holder}/secret")
+        ran = self.path("ran")
+        for leaked in ({}, {"REDLOCK_NEST_SECRET": secret}):
+            with self.subTest(leaked=sorted(leaked)):
+                words = ["env", "REDLOCK_KEY=ns", f"REDLOCK_TOKEN={token}"]
+                words += [f"{k}={v}" for k, v in leaked.items()]
+                words += [REDLOCK_BIN, *self.global_args, "run", "-k", "ns", "-n", "--",
+                          "touch", ran]
+                r = run_in_holder_script(forger, words, 30)
+                self.assertStatus(r, 75)
+                self.assertFalse(os.path.exists(ran),
+                                 "a forged run ran PROGRAM beside the holder")
+                self.assertIn("is not proven to run inside its holder", r.stderr)
+        open(f"{forger}/go", "w").close()
+        open(f"{holder}/go", "w").close()
+        self.assertKeyGone(self.redis[0], "lock:ns")
+
+    def test_a_script_that_is_pid_1_nests_a_run_under_its_own_acquire(self):
+        d = self.mkdtemp("entry-")
+        p = self.in_namespace(ENTRYPOINT, REDLOCK_BIN, *self.global_args, env={"D": d})
+        out, err = p.communicate(timeout=60 * SLACK)
+        self.assertEqual(p.returncode, 0, err)
+        self.assertEqual(self.read(f"{d}/status").strip(), "0", err)
+        fence, pid = self.read(f"{d}/out").split()
+        self.assertEqual(fence, "1")
+        self.assertNotEqual(pid, "1")
+        self.assertKeyGone(self.redis[0], "lock:entry")
 
 
 class OncePerTest(ServersTest):

@@ -21,9 +21,11 @@ import argparse
 import atexit
 import collections
 import ctypes
+import fcntl
 import json
 import os
 import random
+import shlex
 import shutil
 import signal
 import socket
@@ -32,6 +34,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import termios
 import threading
 import time
 
@@ -152,6 +155,8 @@ class Run:
         self.bye = False
         self.nemesis = set()    # what the nemesis did to it: "killed", "stopped"
         self.epoch = 0          # the register's epoch when it was spawned
+        self.terminal = False   # run on a terminal of its own, without a cgroup
+        self._pty = None        # the terminal's master side, while the run lasts
 
     @property
     def holding(self):
@@ -163,7 +168,8 @@ class Run:
                 f"spawned {hist.rel(self.spawn)}, PROGRAM alive "
                 f"{hist.rel(self.enter)} .. {hist.rel(self.last)}, read {self.read}, write "
                 f"{self.write}, exit {hist.rel(self.exit)} status {self.status}"
-                + (f", nemesis: {','.join(sorted(self.nemesis))}" if self.nemesis else ""))
+                + (f", nemesis: {','.join(sorted(self.nemesis))}" if self.nemesis else "")
+                + (", on a terminal without a cgroup" if self.terminal else ""))
 
 
 # ---------------------------------------------------------------------------------------
@@ -492,10 +498,9 @@ class World:
             self.close()
             raise
         self.env = isolated_env(self.home)
-        # PROGRAM's straggler leaves its session only where redlock gives PROGRAM a
-        # cgroup: without one, a process that calls setsid outlives a killed redlock
-        # (documented), which would only show that again.
-        self.env["FAULTS_SETSID"] = "1" if redlock_makes_cgroups() else "0"
+        # PROGRAM's straggler leaves its session (setsid): a cgroup holds it where redlock
+        # can make one, the watchdog's look at the tree elsewhere.
+        self.env["FAULTS_SETSID"] = "1"
 
     def close(self):
         if self.monitor:
@@ -509,6 +514,9 @@ class World:
                     r.popen.kill()
                 except OSError:
                     pass
+            if r._pty is not None:
+                os.close(r._pty)
+                r._pty = None
         if self.proxy:
             self.proxy.stop()
         for s in self.servers:
@@ -542,14 +550,34 @@ class World:
             self.runs.append(run)
         return run
 
-    def start(self, run):
+    def start(self, run, terminal=False, prefix=()):
+        """Starts `run`. On a terminal: redlock leads a session whose controlling terminal
+        is a pty of its own (an ssh or interactive shell), without a cgroup
+        (REDLOCK_NO_CGROUP=1, as for a user outside a delegated subtree), so PROGRAM stays
+        in the terminal's session and its straggler leaves group and session: what only
+        the watchdog's look at the tree catches once redlock is SIGKILLed. `prefix`: words
+        to run redlock with (unshare)."""
         err = tempfile.TemporaryFile(dir=self.tmp)
         with self.register.lock:
             run.epoch = self.register.epoch
+        env, preexec, slave = self.env, die_with_parent, None
+        if terminal:
+            run.terminal = True
+            run._pty, slave = os.openpty()
+            env = dict(self.env, REDLOCK_NO_CGROUP="1")
+
+            def preexec():
+                die_with_parent()
+                os.setsid()
+                fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
         run.spawn = now()
-        run.popen = subprocess.Popen(run.args, env=self.env, cwd=self.tmp,
-                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=err, preexec_fn=die_with_parent)
+        try:
+            run.popen = subprocess.Popen(list(prefix) + run.args, env=env, cwd=self.tmp,
+                                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                         stderr=err, preexec_fn=preexec)
+        finally:
+            if slave is not None:
+                os.close(slave)
         run.pid = run.popen.pid
         run._err = err
         self.hist.add(run.spawn, f"run {run.id} spawned by client {run.client}: "
@@ -565,6 +593,9 @@ class World:
         run._err.seek(0)
         text = run._err.read().decode("utf-8", "replace")
         run._err.close()
+        if run._pty is not None:
+            os.close(run._pty)
+            run._pty = None
         run.stderr = text if len(text) <= 3000 else "..." + text[-3000:]
         self.hist.add(run.exit, f"run {run.id} redlock exits {status}")
         return status
@@ -746,13 +777,15 @@ class Checker:
 
 class Client(threading.Thread):
     """Runs redlock again and again: mode 'n' (-n, retrying after a short pause), 'w'
-    (-w 3s) or 'fair' (-w 3s --fair)."""
+    (-w 3s) or 'fair' (-w 3s --fair); on a terminal without a cgroup when `terminal`
+    (World.start)."""
 
-    def __init__(self, world, idx, mode, rng, stop):
+    def __init__(self, world, idx, mode, rng, stop, terminal=False):
         super().__init__(daemon=True)
         self.w = world
         self.idx = idx
         self.mode = mode
+        self.terminal = terminal
         self.rng = rng
         self.stop_event = stop
         self.current = None
@@ -768,7 +801,7 @@ class Client(threading.Thread):
                 else:
                     args += ["-w", "3s"] + (["--fair"] if self.mode == "fair" else [])
                 run = self.w.new_run(self.idx, args, self.rng.randrange(0, 150))
-                self.w.start(run)
+                self.w.start(run, terminal=self.terminal)
                 self.current = run
                 status = self.w.finish(run)
                 self.current = None
@@ -784,25 +817,74 @@ class Client(threading.Thread):
 # The nemesis
 
 
-def redlock_makes_cgroups():
-    """Whether `redlock run` can give PROGRAM a cgroup of its own here: whether a child of
-    this process's cgroup v2 can be made, as redlock does."""
+_namespaces = None
+
+
+def namespaces_work():
+    """Whether a shell can run in a new pid namespace with its own /proc here (root and
+    unshare(1)): what the forge-nested fault needs."""
+    global _namespaces
+    if _namespaces is None:
+        _namespaces = False
+        if os.geteuid() == 0 and shutil.which("unshare"):
+            r = subprocess.run(UNSHARE + ["sh", "-c", "echo $$"], capture_output=True,
+                               text=True)
+            _namespaces = r.returncode == 0 and r.stdout.strip() == "1"
+    return _namespaces
+
+
+# A new pid namespace with its own /proc, all of it killed with unshare.
+UNSHARE = ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child"]
+
+# The forger's shell, pid 2 of its namespace (pid 1 is the one unshare started): it says
+# "ready", then runs the script written to $1/request once, its status in $1/status.
+FORGER = r"""
+d=$1
+: > "$d/ready"
+while [ ! -e "$d/request" ]; do sleep 0.01; done
+sh "$d/request" 2> "$d/err"
+echo $? > "$d/status.tmp" && mv "$d/status.tmp" "$d/status"
+"""
+
+
+def environ_of_token(root, token):
+    """The environment of the process below `root` whose REDLOCK_TOKEN is `token` (read as
+    root), or None."""
+    todo = [root]
+    while todo:
+        pid = todo.pop()
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = dict(e.split(b"=", 1) for e in f.read().split(b"\0") if b"=" in e)
+            if env.get(b"REDLOCK_TOKEN") == token.encode():
+                return {k.decode(): v.decode() for k, v in env.items()}
+            with open(f"/proc/{pid}/task/{pid}/children") as f:
+                todo += [int(p) for p in f.read().split()]
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def proc_state(pid):
+    """The state letter of process `pid` ("T": stopped), or None once it is gone."""
     try:
-        with open("/proc/self/cgroup") as f:
-            own = next((line[3:].strip() for line in f if line.startswith("0::")), None)
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    return stat[stat.rindex(b")") + 2:][:1].decode()
+
+
+def cgroup_of(pid):
+    """Where process `pid`'s cgroup v2 is in the file system, or None."""
+    try:
+        with open(f"/proc/{pid}/cgroup") as f:
+            path = next((line[3:].strip() for line in f if line.startswith("0::")), None)
         with open("/proc/self/mountinfo") as f:
             mount = next((line.split()[4] for line in f if " - cgroup2 " in line), None)
     except OSError:
-        return False
-    if own is None or mount is None:
-        return False
-    probe = os.path.join(mount + own.rstrip("/"), f"faults-probe-{os.getpid()}")
-    try:
-        os.mkdir(probe)
-        os.rmdir(probe)
-        return True
-    except OSError:
-        return False
+        return None
+    return mount + path if path and mount else None
 
 
 def family_of(pid):
@@ -875,7 +957,8 @@ class Nemesis:
         # kind, weight
         ("freeze-minority", 3), ("freeze-majority", 2),
         ("stop-redlock", 3), ("stop-redlock+program", 3), ("kill-client", 3),
-        ("kill-client-by-name", 2), ("kill-client-oom", 2),
+        ("kill-client-by-name", 2), ("kill-client-oom", 2), ("kill-terminal-client", 2),
+        ("forge-nested", 1),
         ("kill-servers-aof", 2), ("kill-servers-delayed", 2),
         ("proxy-delay", 2), ("proxy-hold", 3), ("proxy-drop", 2), ("proxy-reset", 1),
         ("clock-back", 1), ("clock-slow", 1),
@@ -896,6 +979,7 @@ class Nemesis:
         self.kinds = [(k, wt if not only else max(wt, 1)) for k, wt in self.KINDS
                       if not (k == "freeze-minority" and n == 1)
                       and not (k.startswith("clock") and not world.shim)
+                      and not (k == "forge-nested" and not namespaces_work())
                       and (not only or k in only)]
 
     def pick(self):
@@ -930,6 +1014,76 @@ class Nemesis:
         if run is None:
             run = self.clients[idx].current
         return run
+
+    def terminal_holder(self):
+        """The terminal client's run once its PROGRAM runs (waiting up to 2 s), or None."""
+        client = next((c for c in self.clients if c.terminal), None)
+        deadline = time.monotonic() + 2.0
+        while client is not None and time.monotonic() < deadline:
+            run = client.current
+            if run is not None and program_of(run) is not None:
+                return run
+            time.sleep(0.005)
+        return None
+
+    def forge_nested(self):
+        """A run nested by forgery, from another pid namespace of this host (a host-network
+        container): a holder whose redlock is pid 2 of its namespace, and a forger whose
+        shell is pid 2 of another one and started before the holder took the lock, so host,
+        boot and an ancestor of that pid all match. The forger runs `run -n` of the name
+        with the holder's token (read from a server) and even its nesting secret (read
+        from its PROGRAM's environment, as root can). It must be an ordinary run (75 while
+        the holder holds); a nested one would show as two holders at once, with one fence."""
+        w = self.w
+        d = tempfile.mkdtemp(prefix="forger-", dir=w.tmp)
+        with open(f"{d}/serve", "w") as f:
+            f.write(FORGER)
+        forger = subprocess.Popen(UNSHARE + ["sh", "-c", 'sh "$1/serve" "$1"; true', "sh", d],
+                                  env=w.env, cwd=w.tmp, stdin=subprocess.DEVNULL,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                  preexec_fn=die_with_parent)
+        holder = w.new_run(-1, ["-t", "3s", "-w", "5s"], int(1500 * SLACK))
+        forged = None
+
+        def undo():
+            if forged is not None and forged.status is None:
+                forged.exit = now()
+            w.finish(holder, 60 * SLACK)
+            forger.kill()
+            forger.wait()
+
+        deadline = time.monotonic() + 5 * SLACK
+        while not os.path.exists(f"{d}/ready") and time.monotonic() < deadline:
+            time.sleep(0.005)
+        w.start(holder, prefix=UNSHARE + ["sh", "-c", '"$@"; exit $?', "sh"])
+        while holder.enter is None and holder.popen.poll() is None:
+            time.sleep(0.005)  # -w 5s: it gets the lock or gives up
+        env = environ_of_token(holder.pid, holder.token) if holder.token else None
+        if env is None:
+            return f"run {holder.id}: the holder did not get the lock", undo
+        forged = w.new_run(-1, ["-n"], 0)
+        forged.nemesis.add("forged")
+        words = ["env", f"REDLOCK_KEY={NAME}", f"REDLOCK_TOKEN={holder.token}"]
+        if "REDLOCK_NEST_SECRET" in env:  # redlock before 0.4 had none
+            words.append(f"REDLOCK_NEST_SECRET={env['REDLOCK_NEST_SECRET']}")
+        words += forged.args
+        with open(f"{d}/request.tmp", "w") as f:
+            f.write("exec " + " ".join(shlex.quote(x) for x in words) + "\n")
+        forged.spawn = now()
+        w.hist.add(forged.spawn, f"run {forged.id} forged in another pid namespace with run "
+                   f"{holder.id}'s token and secret")
+        os.rename(f"{d}/request.tmp", f"{d}/request")
+        deadline = time.monotonic() + 30 * SLACK
+        while not os.path.exists(f"{d}/status") and time.monotonic() < deadline:
+            time.sleep(0.005)
+        forged.exit = now()
+        if os.path.exists(f"{d}/status"):
+            with open(f"{d}/status") as f:
+                forged.status = int(f.read())
+            with open(f"{d}/err", errors="replace") as f:
+                forged.stderr = f.read()[-3000:]
+        w.hist.add(forged.exit, f"run {forged.id} (forged) exits {forged.status}")
+        return f"run {forged.id} against run {holder.id}", undo
 
     @staticmethod
     def family(kind):
@@ -1000,10 +1154,13 @@ class Nemesis:
                         pass
                     os.close(fd)
             return f"run {run.id} pids {pids}", cont
-        if kind in ("kill-client", "kill-client-by-name", "kill-client-oom"):
+        if kind in ("kill-client", "kill-client-by-name", "kill-client-oom",
+                    "kill-terminal-client"):
             # SIGKILL of redlock; of every process of its family named "redlock" (killall,
-            # pkill); of every process sharing its memory (the OOM killer's kill).
-            run = self.target_run()
+            # pkill); of every process sharing its memory (the OOM killer's kill); of the
+            # terminal client's redlock while it holds.
+            run = (self.terminal_holder() if kind == "kill-terminal-client"
+                   else self.target_run())
             if run is None or run.popen is None or run.popen.poll() is not None:
                 return None
             if kind == "kill-client-by-name":
@@ -1068,6 +1225,8 @@ class Nemesis:
                         p.cmd(op="reset", i=i)
             return detail + (" (then delivered late)" if kind == "proxy-hold" and release
                              else ""), undo
+        if kind == "forge-nested":
+            return self.forge_nested()
         if kind == "restart-empty-now":
             idx = self.servers_subset(True)
             for i in idx:
@@ -1135,7 +1294,9 @@ def mixed(n, seconds, top_seed, clients=5, only=None):
     stop = threading.Event()
     try:
         modes = ["n", "w", "fair"]
-        cl = [Client(world, i, modes[i % 3], random.Random(rng.random()), stop)
+        # The last client runs on a terminal without a cgroup (kill-terminal-client).
+        cl = [Client(world, i, modes[i % 3], random.Random(rng.random()), stop,
+                     terminal=i == clients - 1)
               for i in range(clients)]
         for c in cl:
             c.start()
@@ -1343,11 +1504,13 @@ def host_pause_trial(seed):
 def kill_both_trial(seed):
     """redlock and its watchdog SIGKILLed together (by pid: no accident kills both any
     more, neither the OOM killer nor a kill by name): only PR_SET_PDEATHSIG is left, so
-    PROGRAM dies and its straggler, in a process group of its own, runs on under the next
-    holder. The documented limit; what the fence is for."""
+    PROGRAM dies (or, without a cgroup, stays stopped) and its straggler, in a session of
+    its own, runs on under the next holder. The documented limit; what the fence is
+    for."""
     rng = random.Random(seed)
     hist = History()
     world = World(1, hist, rng, use_proxy=False, verbose=True)
+    group = program = None
     try:
         a = _controlled(world, ["-t", "1s"], int(3000 * SLACK))
         if not _wait_read(world, a, 20):
@@ -1358,6 +1521,7 @@ def kill_both_trial(seed):
         if program is None or len(dogs) != 1:
             world.finish(a, 30)
             return "not reproduced", f"could not find PROGRAM and the watchdog: {dogs}"
+        group = cgroup_of(program)
         a.nemesis.add("killed")
         for fd in stop_tree([a.pid, dogs[0]], signal.SIGKILL):
             os.close(fd)
@@ -1368,6 +1532,27 @@ def kill_both_trial(seed):
         return judge(world, hist, seed, "kill-redlock+watchdog", a, b)
     finally:
         world.close()
+        # Without a cgroup PROGRAM was stopped, not killed, and nothing is left to kill it.
+        if program is not None and proc_state(program) == "T":
+            for fd in stop_tree([program], signal.SIGKILL):
+                os.close(fd)
+        # Nothing was left to kill A's straggler or remove A's cgroup: the trial does,
+        # so that the suite leaves neither on the machine.
+        if group and os.path.basename(group).startswith("redlock-"):
+            try:
+                with open(os.path.join(group, "cgroup.kill"), "w") as f:
+                    f.write("1")
+            except OSError:
+                pass
+            deadline = time.monotonic() + 10 * SLACK
+            while time.monotonic() < deadline:
+                try:
+                    os.rmdir(group)
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.05)
 
 
 def judge(world, hist, seed, case, a, b):
@@ -1448,8 +1633,8 @@ def main():
                     help="server counts to run (repeatable; default 1, 3, 5 and --unsafe)")
     ap.add_argument("--unsafe", action="store_true", help="run the known-unsafe cases")
     ap.add_argument("--seconds", type=float, default=None,
-                    help="seconds of faults per server count ($FAULTS_SECONDS; default 60, "
-                         "40 when REDLOCK_E2E_SLACK > 1)")
+                    help="seconds of faults per server count ($FAULTS_SECONDS; default 45, "
+                         "25 when REDLOCK_E2E_SLACK > 1)")
     ap.add_argument("--seed", type=int, default=None, help="$FAULTS_SEED; default random")
     ap.add_argument("--clients", type=int, default=5)
     ap.add_argument("--json", help="also write the figures to this file")
@@ -1458,7 +1643,7 @@ def main():
     opts = ap.parse_args()
     seconds = opts.seconds
     if seconds is None:
-        seconds = float(os.environ.get("FAULTS_SECONDS", "60" if SLACK <= 1 else "40"))
+        seconds = float(os.environ.get("FAULTS_SECONDS", "45" if SLACK <= 1 else "25"))
     seed = opts.seed if opts.seed is not None else int(
         os.environ.get("FAULTS_SEED", random.randrange(1 << 30)))
     counts = opts.servers or []

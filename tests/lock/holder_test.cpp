@@ -38,6 +38,8 @@ Holder sample_holder() {
     h.acquired_at = "2024-05-01T12:34:56.789Z";
     h.ttl_ms = 30000;
     h.process = "b00t-1d/4711";
+    h.pid_ns = "4026531836";
+    h.nest = std::string(64, 'e');
     return h;
 }
 
@@ -77,7 +79,9 @@ TEST_CASE("holder fields carry the token and every holder detail") {
                                                        {"command", "make -j2 'all tests'"},
                                                        {"acquired_at", "2024-05-01T12:34:56.789Z"},
                                                        {"ttl_ms", "30000"},
-                                                       {"process", "b00t-1d/4711"}});
+                                                       {"process", "b00t-1d/4711"},
+                                                       {"pidns", "4026531836"},
+                                                       {"nest", std::string(64, 'e')}});
 }
 
 TEST_CASE("holder fields read back as the same holder with the same token") {
@@ -91,6 +95,20 @@ TEST_CASE("holder fields read back as the same holder with the same token") {
     CHECK(parsed->acquired_at == original.acquired_at);
     CHECK(parsed->ttl_ms == original.ttl_ms);
     CHECK(parsed->process == original.process);
+    CHECK(parsed->pid_ns == original.pid_ns);
+    CHECK(parsed->nest == original.nest);
+}
+
+TEST_CASE("the metadata keeps the digest of the nesting secret, never the secret") {
+    auto h = sample_holder();
+    const std::string secret = "00112233445566778899aabbccddeeff";
+    h.nest = redlock::lock::nest_digest(secret);
+    CHECK(h.nest.size() == 64);
+    CHECK(h.nest != secret);
+    CHECK(h.nest == redlock::lock::nest_digest(secret));
+    CHECK(h.nest != redlock::lock::nest_digest("00112233445566778899aabbccddeefe"));
+    for (const auto& value : holder_fields(h, "tok"))
+        CHECK(value.find(secret) == std::string::npos);
 }
 
 TEST_CASE("holder metadata of another token or none at all is not read as ours") {
@@ -107,6 +125,7 @@ TEST_CASE("the current holder names this process's user and the shell-quoted com
     std::vector<std::string> command{"sh", "-c", "sleep 1"};
     auto h = current_holder(command, 99);
     CHECK(h.pid == 99);
+    CHECK_FALSE(h.pid_ns.empty()); // the namespace pid 99 means something in
     CHECK(h.command == "sh -c 'sleep 1'");
     CHECK_FALSE(h.host.empty());
     CHECK_FALSE(h.user.empty());
