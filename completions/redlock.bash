@@ -2,7 +2,7 @@
 # Installed as share/bash-completion/completions/redlock (loaded on demand by
 # bash-completion); it also works when sourced on its own.
 
-_redlock_commands='run status list history watch acquire extend release doctor'
+_redlock_commands='run status list history watch exporter acquire extend release doctor'
 _redlock_global_opts='-c --config -s --server -v --verbose -q --quiet -h --help --version'
 
 # Options of each command (global options are accepted after the command too).
@@ -15,6 +15,7 @@ _redlock_command_opts() {
         list) echo '-p --pattern --json' ;;
         history) echo '-k --key -n --count --since --json' ;;
         watch) echo '-p --pattern --json' ;;
+        exporter) echo '--listen -p --pattern' ;;
         acquire) echo '-k --key -t --ttl -w --wait --timeout -n --no-wait --nonblock --fair
                        -E --conflict-exit-code --json --shell' ;;
         extend) echo '-k --key --token -t --ttl' ;;
@@ -70,7 +71,7 @@ _redlock() {
                 ;;
             -k | --key | -t | --ttl | -w | --wait | --timeout | -E | --conflict-exit-code | \
                 --max-hold | --min-validity | --min-hold | --once-per | --limit | --token | -p | --pattern | \
-                --metrics | --events | --on-lost | --count | --since)
+                --metrics | --events | --on-lost | --count | --since | --listen)
                 [[ -n $command ]] && ((i++))
                 continue
                 ;;
@@ -150,7 +151,7 @@ _redlock() {
             COMPREPLY=($(compgen -W '250ms 10s 30s 1m 5m 10m 30m 1h 2h' -- "$cur"))
             return
             ;;
-        -E | --conflict-exit-code | --limit | --token | -p | --pattern | --on-lost)
+        -E | --conflict-exit-code | --limit | --token | -p | --pattern | --on-lost | --listen)
             return
             ;;
         --metrics | --events)

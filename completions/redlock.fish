@@ -1,7 +1,7 @@
 # fish completion for redlock(1). Installed as
 # share/fish/vendor_completions.d/redlock.fish.
 
-set -l __redlock_commands run status list history watch acquire extend release doctor
+set -l __redlock_commands run status list history watch exporter acquire extend release doctor
 
 # The command given so far (the first word after the global options and their values).
 function __redlock_command
@@ -93,6 +93,7 @@ complete -c redlock -n __redlock_no_command -a status -d 'Show whether locks are
 complete -c redlock -n __redlock_no_command -a list -d 'List held locks'
 complete -c redlock -n __redlock_no_command -a history -d 'Show the runs of a lock and how they ended'
 complete -c redlock -n __redlock_no_command -a watch -d 'Follow the locks live'
+complete -c redlock -n __redlock_no_command -a exporter -d 'Serve the locks to Prometheus and a web page'
 complete -c redlock -n __redlock_no_command -a acquire -d 'Acquire a lock and print its token'
 complete -c redlock -n __redlock_no_command -a extend -d 'Give a held lock a fresh TTL'
 complete -c redlock -n __redlock_no_command -a release -d 'Release a lock'
@@ -146,4 +147,6 @@ complete -c redlock -n '__redlock_using list' -s p -l pattern -x -d 'Only locks 
 complete -c redlock -n '__redlock_using list' -l json -d 'Print one JSON document'
 complete -c redlock -n '__redlock_using watch' -s p -l pattern -x -d 'Only locks matching this glob'
 complete -c redlock -n '__redlock_using watch' -l json -d 'One JSON object per line per change'
+complete -c redlock -n '__redlock_using exporter' -l listen -x -d 'Serve on ADDR:PORT (default 127.0.0.1:21379)'
+complete -c redlock -n '__redlock_using exporter' -s p -l pattern -x -d 'Only locks matching this glob'
 complete -c redlock -n '__redlock_using doctor' -l json -d 'Print one JSON document'

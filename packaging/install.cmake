@@ -65,7 +65,8 @@ set(CPACK_STRIP_FILES ON)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT) # redlock_0.4.0_amd64.deb
 set(CPACK_DEBIAN_PACKAGE_SECTION utils)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
-set(CPACK_DEBIAN_PACKAGE_SUGGESTS "redis-server")
+# libmicrohttpd12 is loaded only by `redlock exporter` (dlopen: src/http/server.hpp).
+set(CPACK_DEBIAN_PACKAGE_SUGGESTS "redis-server, libmicrohttpd12")
 # The long description under the summary line; CPack indents it for the control file.
 set(CPACK_DEBIAN_PACKAGE_DESCRIPTION
 "redlock runs a command while holding a lock in Redis, so that a cron job, a

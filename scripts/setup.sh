@@ -14,10 +14,13 @@ packages=(
     # build
     g++ cmake make pkg-config
     libcli11-dev libhiredis-dev libtomlplusplus-dev libfmt-dev doctest-dev libssl-dev
+    libmicrohttpd-dev
     # test
     redis-server python3 util-linux bsdutils procps clang-format spin faketime openssl
-    # monitoring tests: promtool, a real node_exporter, systemd-analyze verify, curl
-    prometheus prometheus-node-exporter systemd curl
+    # monitoring tests: promtool, a real node_exporter, systemd-analyze verify, curl; the
+    # exporter's page in headless Chromium (tests/e2e/test_exporter.py, about 10 s; the
+    # package is the biggest here, ~100 MB, installed once per CI machine)
+    prometheus prometheus-node-exporter systemd curl chromium
     # bench
     hyperfine valgrind time strace
     # packaging tests

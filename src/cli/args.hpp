@@ -53,8 +53,9 @@ struct CommandArgs {
     bool yes = false;
     bool json = false;
     bool shell = false;
-    std::optional<std::string> count; // history -n
-    std::optional<std::string> since; // history --since
+    std::optional<std::string> count;  // history -n
+    std::optional<std::string> since;  // history --since
+    std::optional<std::string> listen; // exporter --listen
     bool operator==(const CommandArgs&) const = default;
 };
 

@@ -376,6 +376,15 @@ int dispatch(std::string_view chosen, const RunArgs& run_args, const CommandArgs
             return report({util::ErrorKind::usage, "watch: --pattern must not be empty"});
         return watch_command(WatchOptions{args.pattern, args.json}, cfg);
     }
+    if (is("exporter")) {
+        if (args.pattern.empty())
+            return report({util::ErrorKind::usage, "exporter: --pattern must not be empty"});
+        ExporterOptions options;
+        options.pattern = args.pattern;
+        if (args.listen)
+            options.listen = *args.listen;
+        return exporter_command(options, cfg);
+    }
     if (is("history")) {
         auto name = one_name(args.names, args.keys);
         if (!name)
@@ -586,6 +595,9 @@ std::expected<CommandLine, int> parse_with_cli11(int argc, char** argv) {
     } else if (chosen == "watch") {
         command->add_option("-p,--pattern", args.pattern)->type_name("GLOB");
         add_json_option(command, args);
+    } else if (chosen == "exporter") {
+        command->add_option("-p,--pattern", args.pattern)->type_name("GLOB");
+        add_text_option(command, "--listen", args.listen)->type_name("ADDR:PORT");
     } else if (chosen == "history") {
         add_name_options(command, args);
         add_text_option(command, "-n,--count", args.count)->type_name("N");
@@ -671,8 +683,8 @@ int run_main(int argc, char** argv) {
         return print_stdout(version_text()) ? 0 : util::exit_code::internal;
     }
     if (line.command.empty()) {
-        log::error("a command is required: run, status, list, history, watch, acquire, "
-                   "extend, release or doctor (try 'redlock --help')");
+        log::error("a command is required: run, status, list, history, watch, exporter, "
+                   "acquire, extend, release or doctor (try 'redlock --help')");
         return util::exit_code::usage;
     }
     mask_passwords(argc, argv, line.program_start);

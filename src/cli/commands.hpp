@@ -1,11 +1,13 @@
 #pragma once
-// The inspection and scripting commands: status, list, acquire, extend, release, doctor.
+// The inspection and scripting commands: status, list, history, watch, exporter, acquire,
+// extend, release, doctor.
 // Each returns the command's exit status; human output goes to stdout, --json prints one
 // JSON document instead.
 
 #include <chrono>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "config/config.hpp"
@@ -31,6 +33,16 @@ struct WatchOptions {
     bool json = false;
 };
 [[nodiscard]] int watch_command(const WatchOptions& options, const config::Config& config);
+
+// The exporter's address when --listen is not given: loopback only, on a port that no
+// exporter on the Prometheus wiki's list of default ports uses (its 9100-9999 range is full).
+inline constexpr std::string_view k_exporter_listen = "127.0.0.1:21379";
+
+struct ExporterOptions {
+    std::string listen{k_exporter_listen};
+    std::string pattern = "*";
+};
+[[nodiscard]] int exporter_command(const ExporterOptions& options, const config::Config& config);
 
 struct ListOptions {
     std::string pattern = "*";

@@ -8,8 +8,8 @@ namespace {
 
 using namespace std::string_view_literals;
 
-constexpr std::array k_commands = {"run"sv,     "status"sv, "list"sv,    "history"sv, "watch"sv,
-                                   "acquire"sv, "extend"sv, "release"sv, "doctor"sv};
+constexpr std::array k_commands = {"run"sv,      "status"sv,  "list"sv,   "history"sv, "watch"sv,
+                                   "exporter"sv, "acquire"sv, "extend"sv, "release"sv, "doctor"sv};
 
 // Every help but redlock's own ends with this.
 #define GLOBAL_OPTIONS                                                                             \
@@ -40,6 +40,7 @@ Commands:
   list      list the held locks
   history   show the runs of a lock: who ran, waited, skipped, and how it ended
   watch     follow the locks live: holders, waiters, what happens to them
+  exporter  serve the fleet to Prometheus and a web page: every lock, every run
   acquire   take a lock for a script and print its token
   extend    extend a lock taken with acquire
   release   release a lock (--token) or remove it (--force)
@@ -151,6 +152,23 @@ Options:
 Exit status: 0 ended by INT, TERM or HUP;
 )" COMMON_STATUS;
 
+constexpr std::string_view k_exporter = R"(Usage: redlock exporter [--listen ADDR:PORT] [-p GLOB]
+Serve the locks matching GLOB, over the configured servers, to Prometheus and
+to a browser, until interrupted: /metrics (holders, waiters, runs by outcome,
+last success, durations, --once-per slots, servers up), / (a page of every
+lock, live while open) and /api/locks (the same as JSON). Read-only.
+
+Options:
+      --listen ADDR:PORT
+                      where to listen (default 127.0.0.1:21379; [::1]:PORT for
+                      IPv6, 0.0.0.0:PORT for every interface)
+  -p, --pattern GLOB  only names matching GLOB (default *)
+  -h, --help          show this help
+)" GLOBAL_OPTIONS R"(
+Exit status: 0 ended by INT, TERM or HUP; 69 also when the address is taken or
+libmicrohttpd (Debian package libmicrohttpd12) is missing;
+)" COMMON_STATUS;
+
 constexpr std::string_view k_list = R"(Usage: redlock list [-p GLOB] [--json]
 List the held locks: their names, remaining lease, holder and command.
 
@@ -228,7 +246,7 @@ std::span<const std::string_view> command_names() {
 }
 
 std::string_view help_text(std::string_view command) {
-    constexpr std::array<std::pair<std::string_view, std::string_view>, 10> k_help = {{
+    constexpr std::array<std::pair<std::string_view, std::string_view>, 11> k_help = {{
         {"", k_main},
         {"run", k_run},
         {"status", k_status},
@@ -239,6 +257,7 @@ std::string_view help_text(std::string_view command) {
         {"doctor", k_doctor},
         {"history", k_history},
         {"watch", k_watch},
+        {"exporter", k_exporter},
     }};
     for (const auto& [name, text] : k_help)
         if (name == command)

@@ -248,7 +248,7 @@ int release_command(const ReleaseOptions& options, const config::Config& config)
     const std::vector<std::string> command{"(release --force)"};
     const auto me = lock::current_holder(command, static_cast<long>(::getpid()));
     lock::ForceRelease by{me.host, me.pid, me.user, std::nullopt};
-    if (config.history > 0) {
+    { // recorded with history = 0 too: the counters count it (no entry is kept)
         lock::HistoryRecord record;
         record.keep = config.history;
         record.max_age = config.history_max_age;

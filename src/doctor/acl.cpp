@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "fleet/read_script.hpp"
 #include "lock/keys.hpp"
 #include "lock/name.hpp"
 #include "lock/scripts.hpp"
@@ -25,7 +26,9 @@ enum Feature : size_t {
     limit,
     list,
     history,
+    counters,
     watch,
+    fleet,
     doctor_reads,
     select,
     replicas,
@@ -53,6 +56,24 @@ Argv script(const lock::Script& s, const std::vector<std::string>& keys,
     argv.insert(argv.end(), keys.begin(), keys.end());
     argv.insert(argv.end(), args.begin(), args.end());
     return argv;
+}
+
+// The fleet's reading of the probe lock (fleet/read_script.hpp), sent as `how`.
+Argv read_script(const ProbeKeys& k, std::string how) {
+    return {std::move(how),
+            std::string(fleet::k_read_script.source),
+            "9",
+            k.lock,
+            k.meta,
+            k.fence,
+            k.slot,
+            k.waiters,
+            k.queue,
+            k.limit,
+            k.stats,
+            k.history,
+            k.channel,
+            "64"};
 }
 
 std::string lower(std::string_view text) {
@@ -122,6 +143,7 @@ ProbeKeys::ProbeKeys(std::string_view key_prefix) : prefix(key_prefix) {
     permit_meta = p.meta;
     permit_fence = p.fence;
     history = k.history;
+    stats = k.stats;
     events = k.events;
     waiters = k.waiters;
     wake = k.wake;
@@ -144,8 +166,10 @@ std::vector<AclFeature> acl_features(const config::ServerConfig& server) {
     features[limit] = {Level::note, "--limit fails"};
     features[list] = {Level::note, "list fails"};
     features[history] = {Level::note, "runs are not recorded, and history shows none"};
+    features[counters] = {Level::note, "runs are not counted, and the exporter shows no counters"};
     features[watch] = {Level::note, "watch cannot follow the locks, and a running holder hears "
                                     "a release --force only at its next renewal"};
+    features[fleet] = {Level::note, "watch and the exporter cannot read the locks"};
     features[doctor_reads] = {Level::note, "doctor cannot read the server's settings"};
     features[select] = {Level::risk, util::format("db {} cannot be selected", server.url.db)};
     features[replicas] = {
@@ -251,7 +275,7 @@ std::vector<AclProbe> acl_dryrun_probes(const ProbeKeys& k, const config::Server
 
     add(list, {"SCAN", "0", "MATCH", k.prefix + "*", "COUNT", "1000"});
 
-    add(history, script(lock::k_history_script, {k.history, k.lock, k.meta},
+    add(history, script(lock::k_history_script, {k.history, k.lock, k.meta, k.stats},
                         {"run", token, "1", k_ttl, "0", "0", "run", "redlock-doctor"}));
     add(history, {"XADD", k.history, "MAXLEN", "1", "*", "run", "redlock-doctor"});
     add(history, {"XTRIM", k.history, "MINID", "0"});
@@ -260,10 +284,24 @@ std::vector<AclProbe> acl_dryrun_probes(const ProbeKeys& k, const config::Server
     add(history,
         script(lock::k_history_page_script, {k.history}, {"+", "1", "65536", "65536", ""}));
     add(history, {"XREVRANGE", k.history, "+", "-", "COUNT", "1"});
+    add(counters, {"HINCRBY", k.stats, "runs:ran", "1"});
+    add(counters, {"HSET", k.stats, "last_run_ms", "0"});
+    add(counters, {"PEXPIRE", k.stats, k_ttl});
     add(watch, {"PSUBSCRIBE", "{" + k.prefix + "*}:released", "{" + k.prefix + "*}:events"});
     add(watch, {"SUBSCRIBE", k.events}); // a running holder (job/supervise.cpp)
-    add(watch, {"ZCARD", k.queue});
-    add(watch, {"ZCARD", k.waiters});
+    add(fleet, read_script(k, "EVAL_RO"));
+    add(fleet, {"EVALSHA_RO", std::string(fleet::k_read_script.sha1), "0"});
+    add(fleet, {"SCRIPT", "LOAD", "return 1"});
+    add(fleet, {"TYPE", k.lock});
+    add(fleet, {"GET", k.lock});
+    add(fleet, {"PTTL", k.lock});
+    add(fleet, {"HGETALL", k.meta});
+    add(fleet, {"ZRANGEBYSCORE", k.lock, "0", "+inf", "LIMIT", "0", "1"});
+    add(fleet, {"ZCARD", k.waiters});
+    add(fleet, {"ZCARD", k.queue});
+    add(fleet, {"XREVRANGE", k.history, "+", "-", "COUNT", "1"});
+    add(fleet, {"PUBSUB", "NUMSUB", k.channel});
+    add(fleet, {"TIME"});
 
     add(doctor_reads, {"PING"});
     add(doctor_reads, {"INFO", "server"});
@@ -305,19 +343,31 @@ std::vector<AclProbe> acl_probe_round1(const ProbeKeys& k, const config::ServerC
     out.push_back({fair, {"INCR", k.tickets}, {}, {k.tickets}});
     out.push_back({fair, {"ZRANK", k.queue, token}, {}, {k.queue}});
     out.push_back({list, {"SCAN", "0", "MATCH", k.lock, "COUNT", "10"}, {}, {}});
-    // The probe's history expires in a second (its max age), whatever happens.
+    // The probe's history expires in a second (its max age), whatever happens; its entry
+    // has no outcome, so the script writes no counters.
     out.push_back({history,
-                   script(lock::k_history_script, {k.history, k.lock, k.meta},
+                   script(lock::k_history_script, {k.history, k.lock, k.meta, k.stats},
                           {"run", token, "1", k_ttl, "0", "0", "run", "redlock-doctor"}),
                    calls_of(lock::k_history_script),
-                   {k.history, k.lock, k.meta}});
+                   {k.history, k.lock, k.meta, k.stats}});
     out.push_back(
         {history,
          script(lock::k_history_page_script, {k.history}, {"+", "1", "65536", "65536", ""}),
          calls_of(lock::k_history_page_script),
          {k.history}});
-    out.push_back({watch, {"ZCARD", k.queue}, {}, {k.queue}});
-    out.push_back({watch, {"ZCARD", k.waiters}, {}, {k.waiters}});
+    // The counters are written with pcall: a refusal there is only seen alone. The hash
+    // goes at once (and expires in a second if DEL is refused: run's, named already).
+    out.push_back({counters, {"HINCRBY", k.stats, "probes", "0"}, {}, {k.stats}});
+    out.push_back({counters, {"PEXPIRE", k.stats, k_ttl}, {}, {k.stats}});
+    out.push_back({counters, {"DEL", k.stats}, {}, {k.stats}});
+    // watch's and the exporter's reading, read-only, and loading it for EVALSHA_RO.
+    out.push_back(
+        {fleet,
+         read_script(k, "EVAL_RO"),
+         calls_of(fleet::k_read_script),
+         {k.lock, k.meta, k.fence, k.slot, k.waiters, k.queue, k.limit, k.stats, k.history}});
+    out.push_back({fleet, {"SCRIPT", "LOAD", std::string(fleet::k_read_script.source)}, {}, {}});
+    out.push_back({fleet, {"EVALSHA_RO", std::string(fleet::k_read_script.sha1), "0"}, {}, {}});
     // The events channel (PSUBSCRIBE itself can only be tried by subscribing); `watch`
     // ignores this message.
     out.push_back({watch, {"PUBLISH", k.events, "redlock-doctor"}, {}, {}});

@@ -35,7 +35,7 @@ struct AclProbe {
 struct ProbeKeys {
     explicit ProbeKeys(std::string_view prefix);
     std::string prefix, lock, meta, fence, channel, slot, queue, waiting, tickets, limit, permit,
-        permit_meta, permit_fence, history, events, waiters, wake, wake_channel;
+        permit_meta, permit_fence, history, stats, events, waiters, wake, wake_channel;
 };
 
 // The features, indexed by AclProbe::feature; SELECT and WAIT only where the server's

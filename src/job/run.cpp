@@ -73,18 +73,20 @@ int slot_status(const RunResult& result) {
 }
 
 // What a run records in its name's history (lock/history.hpp): who it is, and how it
-// ended. Nothing when the config turns history off (history = 0). The run's id is the
-// first half of its first token: unique, and no secret once the run has ended.
+// ended. With history = 0 no entry is kept, but the name's counters still count it (the
+// script writes them with the entry: lock/scripts.hpp, k_history_counters). The run's id
+// is the first half of its first token: unique, and no secret once the run has ended.
 class Recorder {
   public:
-    Recorder(const config::Config& config, const lock::Holder& holder, const std::string& token)
-        : m_on(config.history > 0), m_config(config), m_holder(holder), m_run(token.substr(0, 16)),
+    Recorder(const config::Config& config, const lock::Holder& holder, const std::string& token,
+             std::optional<Millis> once_per)
+        : m_config(config), m_holder(holder), m_run(token.substr(0, 16)), m_once_per(once_per),
           m_started(Clock::now()) {}
 
     // For the last attempt of a run that will not wait on (job::acquire fills in the
     // outcome and the time waited); null for a run that waits as long as it takes.
     [[nodiscard]] const lock::HistoryRecord* skip(bool can_give_up) {
-        if (!m_on || !can_give_up)
+        if (!can_give_up)
             return nullptr;
         m_skip = base();
         return &*m_skip;
@@ -95,8 +97,6 @@ class Recorder {
     [[nodiscard]] std::optional<lock::HistoryRecord>
     ended(Outcome outcome, std::optional<int> status, long long fence,
           const std::optional<lock::Holder>& by = std::nullopt) const {
-        if (!m_on)
-            return std::nullopt;
         auto record = base();
         const auto now = Clock::now();
         const auto acquired = m_acquired.value_or(now);
@@ -126,13 +126,15 @@ class Recorder {
         record.add("pid", std::to_string(m_holder.pid));
         record.add("user", m_holder.user);
         record.add("command", m_holder.command);
+        if (m_once_per) // the counters keep the slot, for the overdue alert
+            record.add("slot_ms", std::to_string(m_once_per->count()));
         return record;
     }
 
-    bool m_on;
     const config::Config& m_config;
     const lock::Holder& m_holder;
     std::string m_run;
+    std::optional<Millis> m_once_per;
     Clock::time_point m_started;
     std::optional<Clock::time_point> m_acquired;
     std::optional<lock::HistoryRecord> m_skip;
@@ -215,7 +217,7 @@ RunResult run(const RunSpec& options, const config::Config& config, Observer& ob
         make_lock(config, options.name, token, options.ttl, lock::holder_fields(holder, token));
     if (options.limit > 1)
         lock.set_limit(options.limit);
-    Recorder recorder(config, holder, token);
+    Recorder recorder(config, holder, token, options.once_per);
     auto acquired = acquire(lock, options.name, options.wait, *signals, observer,
                             recorder.skip(options.wait.wait.has_value()));
     if (!acquired)

@@ -75,19 +75,13 @@ std::string history_command(const Keys& keys, const std::string& token,
     const std::string age = std::to_string(record.max_age.count());
     const std::string waited = std::to_string(std::max<long long>(record.waited.count(), 0));
     const std::string held = std::to_string(std::max<long long>(record.held.count(), 0));
-    std::vector<std::string_view> argv{"EVAL",
-                                       k_history_script.source,
-                                       "3",
-                                       keys.history,
-                                       keys.lock,
-                                       keys.meta,
-                                       record.skip ? "skip" : "run",
-                                       token,
-                                       keep,
-                                       age,
-                                       waited,
-                                       held,
-                                       record.fields};
+    std::vector<std::string_view> argv{"EVAL",     k_history_script.source,
+                                       "4",        keys.history,
+                                       keys.lock,  keys.meta,
+                                       keys.stats, record.skip ? "skip" : "run",
+                                       token,      keep,
+                                       age,        waited,
+                                       held,       record.fields};
     return redis::encode_command(argv);
 }
 

@@ -46,8 +46,7 @@ std::optional<long long> number_field(const std::map<std::string, std::string>& 
 // A slot record as k_claim_slot_script writes it; nullopt when absent or not one: its
 // times (the slot's start, slot * slot_ms, included) are on the servers' clock, so one
 // past util::plausible_ms was not written by a run.
-std::optional<LastRun> parse_last_run(const redisReply& reply) {
-    auto fields = hash_fields(reply);
+std::optional<LastRun> parse_last_run(std::map<std::string, std::string> fields) {
     auto slot = util::plausible_ms(number_field(fields, "slot"));
     auto slot_ms = util::plausible_ms(number_field(fields, "slot_ms"));
     auto started = util::plausible_ms(number_field(fields, "started_ms"));
@@ -139,83 +138,65 @@ const char* state_name(LockState state) {
     return "unknown";
 }
 
-namespace {
+void read_inspect_reply(const redisReply& reply, ServerView& sv) {
+    const redisReply* token = reply.element[0];
+    const redisReply* fence = reply.element[3];
+    read_server_view(
+        token->type == REDIS_REPLY_STRING ? std::optional<std::string>(redis::text(*token))
+                                          : std::nullopt,
+        reply.element[1]->type == REDIS_REPLY_INTEGER ? reply.element[1]->integer : -2,
+        hash_fields(*reply.element[2]),
+        fence->type == REDIS_REPLY_STRING ? std::optional<std::string_view>(redis::text(*fence))
+                                          : std::nullopt,
+        hash_fields(*reply.element[4]), sv);
+}
 
-// One lock (a name's, or a permit's) read on every server and merged.
-LockView read_lock(std::span<redis::Connection> conns, std::string_view name, const Keys& keys,
-                   bool with_slot, bool majority_only) {
+void read_server_view(std::optional<std::string> token, long long pttl,
+                      const std::map<std::string, std::string>& meta,
+                      std::optional<std::string_view> fence,
+                      std::map<std::string, std::string> slot, ServerView& sv) {
+    sv.reachable = true;
+    if (fence)
+        sv.fence = std::strtoll(std::string(*fence).c_str(), nullptr, 10);
+    sv.last_run = parse_last_run(std::move(slot));
+    if (!token)
+        return;
+    sv.token = std::move(token);
+    sv.ttl_ms = plausible_pttl(pttl);
+    const auto owner = meta.find("token");
+    if (auto it = meta.find("fence");
+        it != meta.end() && owner != meta.end() && owner->second == *sv.token)
+        sv.holder_fence = std::strtoll(it->second.c_str(), nullptr, 10);
+    sv.holder = parse_holder(meta, *sv.token);
+}
+
+LockView merge_servers(std::string name, std::string key, std::vector<ServerView> servers) {
     LockView view;
-    view.name = std::string(name);
-    view.key = keys.lock;
-    auto call = [&](bool by_sha) {
-        if (!with_slot) // a permit has no --once-per record
-            return script_call(k_inspect_script, by_sha, {keys.lock, keys.meta, keys.fence});
-        return script_call(k_inspect_script, by_sha, {keys.lock, keys.meta, keys.fence, keys.slot});
-    };
-    const auto command = call(true);
-    const auto fallback = call(false);
-    if (!majority_only) {
-        redis::request_all(conns, command, fallback);
-    } else {
-        auto now = redis::Clock::now();
-        for (auto& c : conns)
-            c.start(command, fallback, now);
-        (void)redis::wait(conns, [&] {
-            size_t answered = 0;
-            for (const auto& c : conns)
-                answered += !c.busy() && c.outcome() && c.outcome()->reply;
-            return answered >= majority_of(conns.size());
-        });
-    }
-
+    view.name = std::move(name);
+    view.key = std::move(key);
+    view.servers = std::move(servers);
     std::map<std::string, std::vector<long long>> ttls_by_token;
+    std::vector<long long> wrong_type_ttls;
     size_t free_servers = 0;
-    bool any_wrong_type = false;
-    for (const auto& conn : conns) {
-        ServerView sv;
-        if (is_wrong_type(conn)) {
-            sv.server = conn.name();
-            sv.reachable = true;
-            sv.wrong_type = true;
-            any_wrong_type = true;
-            ++view.reachable;
-            view.servers.push_back(std::move(sv));
+    for (const auto& sv : view.servers) {
+        if (!sv.reachable)
+            continue;
+        ++view.reachable;
+        if (sv.wrong_type) {
+            wrong_type_ttls.push_back(sv.ttl_ms);
             continue;
         }
-        const redisReply* reply = read_outcome(conn, sv);
-        if (reply && (reply->type != REDIS_REPLY_ARRAY || reply->elements != 5)) {
-            sv.reachable = false;
-            sv.error = "unexpected reply " + redis::describe(*reply);
-            reply = nullptr;
-        }
-        if (reply) {
-            ++view.reachable;
-            if (const redisReply* fence = reply->element[3]; fence->type == REDIS_REPLY_STRING) {
-                sv.fence = std::strtoll(std::string(redis::text(*fence)).c_str(), nullptr, 10);
-                view.fence = std::max(view.fence.value_or(0), *sv.fence);
-            }
-            sv.last_run = parse_last_run(*reply->element[4]);
-            if (sv.last_run && (!view.last_run || tells_more(*sv.last_run, *view.last_run)))
-                view.last_run = sv.last_run;
-            const redisReply* token = reply->element[0];
-            if (token->type == REDIS_REPLY_STRING) {
-                sv.token = std::string(redis::text(*token));
-                sv.ttl_ms = plausible_pttl(reply->element[1]->integer);
-                const auto fields = hash_fields(*reply->element[2]);
-                const auto owner = fields.find("token");
-                if (auto it = fields.find("fence");
-                    it != fields.end() && owner != fields.end() && owner->second == *sv.token)
-                    sv.holder_fence = std::strtoll(it->second.c_str(), nullptr, 10);
-                sv.holder = parse_holder(fields, *sv.token);
-                ttls_by_token[*sv.token].push_back(sv.ttl_ms);
-            } else {
-                ++free_servers;
-            }
-        }
-        view.servers.push_back(std::move(sv));
+        if (sv.fence)
+            view.fence = std::max(view.fence.value_or(0), *sv.fence);
+        if (sv.last_run && (!view.last_run || tells_more(*sv.last_run, *view.last_run)))
+            view.last_run = sv.last_run;
+        if (sv.token)
+            ttls_by_token[*sv.token].push_back(sv.ttl_ms);
+        else
+            ++free_servers;
     }
 
-    const size_t majority = majority_of(conns.size());
+    const size_t majority = majority_of(view.servers.size());
     for (auto& [token, ttls] : ttls_by_token) {
         if (ttls.size() < majority)
             continue;
@@ -247,34 +228,81 @@ LockView read_lock(std::span<redis::Connection> conns, std::string_view name, co
         if (recorded)
             view.fence = agreed;
     }
-    if (any_wrong_type) {
-        // The script could not read the TTL of a key of another type; PTTL can.
-        std::vector<long long> ttls;
-        auto now = redis::Clock::now();
-        const std::array<std::string_view, 2> pttl{"PTTL", view.key};
-        for (size_t i = 0; i < conns.size(); ++i)
-            if (view.servers[i].wrong_type)
-                conns[i].start(redis::encode_command(pttl), {}, now);
-        (void)redis::wait(conns, [] { return false; });
-        for (size_t i = 0; i < conns.size(); ++i) {
-            auto& sv = view.servers[i];
-            if (!sv.wrong_type)
-                continue;
-            const auto& outcome = conns[i].outcome();
-            if (outcome && outcome->reply && outcome->reply->type == REDIS_REPLY_INTEGER)
-                sv.ttl_ms = plausible_pttl(outcome->reply->integer);
-            ttls.push_back(sv.ttl_ms);
-        }
-        if (view.state != LockState::held && ttls.size() >= majority) {
-            view.state = LockState::held;
-            view.wrong_type = true;
-            std::ranges::sort(ttls, std::greater<>());
-            view.ttl_ms = ttls[majority - 1];
-        }
+    if (view.state != LockState::held && wrong_type_ttls.size() >= majority) {
+        view.state = LockState::held;
+        view.wrong_type = true;
+        std::ranges::sort(wrong_type_ttls, std::greater<>());
+        view.ttl_ms = plausible_pttl(wrong_type_ttls[majority - 1]);
     }
     if (view.state != LockState::held && free_servers >= majority)
         view.state = LockState::free;
     return view;
+}
+
+namespace {
+
+// One lock (a name's, or a permit's) read on every server and merged.
+LockView read_lock(std::span<redis::Connection> conns, std::string_view name, const Keys& keys,
+                   bool with_slot, bool majority_only) {
+    auto call = [&](bool by_sha) {
+        if (!with_slot) // a permit has no --once-per record
+            return script_call(k_inspect_script, by_sha, {keys.lock, keys.meta, keys.fence});
+        return script_call(k_inspect_script, by_sha, {keys.lock, keys.meta, keys.fence, keys.slot});
+    };
+    const auto command = call(true);
+    const auto fallback = call(false);
+    if (!majority_only) {
+        redis::request_all(conns, command, fallback);
+    } else {
+        auto now = redis::Clock::now();
+        for (auto& c : conns)
+            c.start(command, fallback, now);
+        (void)redis::wait(conns, [&] {
+            size_t answered = 0;
+            for (const auto& c : conns)
+                answered += !c.busy() && c.outcome() && c.outcome()->reply;
+            return answered >= majority_of(conns.size());
+        });
+    }
+
+    std::vector<ServerView> servers;
+    bool any_wrong_type = false;
+    for (const auto& conn : conns) {
+        ServerView sv;
+        if (is_wrong_type(conn)) {
+            sv.server = conn.name();
+            sv.reachable = true;
+            sv.wrong_type = true;
+            any_wrong_type = true;
+            servers.push_back(std::move(sv));
+            continue;
+        }
+        const redisReply* reply = read_outcome(conn, sv);
+        if (reply && (reply->type != REDIS_REPLY_ARRAY || reply->elements != 5)) {
+            sv.reachable = false;
+            sv.error = "unexpected reply " + redis::describe(*reply);
+            reply = nullptr;
+        }
+        if (reply)
+            read_inspect_reply(*reply, sv);
+        servers.push_back(std::move(sv));
+    }
+    if (any_wrong_type) {
+        // The script could not read the TTL of a key of another type; PTTL can.
+        auto now = redis::Clock::now();
+        const std::array<std::string_view, 2> pttl{"PTTL", keys.lock};
+        for (size_t i = 0; i < conns.size(); ++i)
+            if (servers[i].wrong_type)
+                conns[i].start(redis::encode_command(pttl), {}, now);
+        (void)redis::wait(conns, [] { return false; });
+        for (size_t i = 0; i < conns.size(); ++i) {
+            const auto& outcome = conns[i].outcome();
+            if (servers[i].wrong_type && outcome && outcome->reply &&
+                outcome->reply->type == REDIS_REPLY_INTEGER)
+                servers[i].ttl_ms = outcome->reply->integer;
+        }
+    }
+    return merge_servers(std::string(name), keys.lock, std::move(servers));
 }
 
 // The largest limit of a semaphore a server has ({key}:limit), if any.
@@ -369,7 +397,26 @@ std::vector<config::Endpoint> cluster_masters(const redis::Connection& conn) {
 }
 
 ListResult scan_names(std::span<redis::Connection> conns, std::string_view prefix,
-                      std::string_view pattern);
+                      std::string_view pattern, size_t wait_for, std::string_view companion);
+
+// Waits for the requests in flight: for every one, or once `wait_for` of the connections
+// have answered, k_list_stragglers more at most (the rest are then abandoned).
+void wait_for_answers(std::span<redis::Connection> conns, size_t wait_for) {
+    std::optional<redis::Clock::time_point> until;
+    (void)redis::wait(
+        conns,
+        [&] {
+            size_t answered = 0;
+            for (const auto& c : conns)
+                answered += !c.busy() && c.outcome() && c.outcome()->reply;
+            if (answered < wait_for)
+                return false;
+            if (!until)
+                until = redis::Clock::now() + k_list_stragglers;
+            return redis::Clock::now() >= *until;
+        },
+        -1, &until);
+}
 
 } // namespace
 
@@ -384,15 +431,21 @@ std::string glob_escape(std::string_view text) {
 }
 
 ListResult list_names(std::span<redis::Connection> conns, std::string_view prefix,
-                      std::string_view pattern) {
+                      std::string_view pattern, bool majority_only, std::string_view companion) {
     // A Redis Cluster node holds only its own slots' keys: every master is scanned in its
     // place. A server that is not a cluster node refuses CLUSTER NODES and is scanned itself.
     const std::array<std::string_view, 2> cluster_nodes{"CLUSTER", "NODES"};
-    redis::request_all(conns, redis::encode_command(cluster_nodes));
+    const size_t wait_for = majority_only ? majority_of(conns.size()) : conns.size();
+    auto now = redis::Clock::now();
+    for (auto& c : conns)
+        c.start(redis::encode_command(cluster_nodes), {}, now);
+    wait_for_answers(conns, wait_for);
     std::vector<redis::Connection> nodes;
+    std::vector<bool> cluster;
     bool any_cluster = false;
     for (auto& conn : conns) {
         auto masters = cluster_masters(conn);
+        cluster.push_back(!masters.empty());
         any_cluster = any_cluster || !masters.empty();
         if (masters.empty())
             nodes.emplace_back(conn.server());
@@ -403,18 +456,29 @@ ListResult list_names(std::span<redis::Connection> conns, std::string_view prefi
             nodes.emplace_back(std::move(server));
         }
     }
-    return scan_names(any_cluster ? std::span<redis::Connection>(nodes) : conns, prefix, pattern);
+    auto scanned = any_cluster ? std::span<redis::Connection>(nodes) : conns;
+    auto result =
+        scan_names(scanned, prefix, pattern,
+                   majority_only ? majority_of(scanned.size()) : scanned.size(), companion);
+    result.cluster = std::move(cluster);
+    return result;
 }
 
 namespace {
 
 ListResult scan_names(std::span<redis::Connection> conns, std::string_view prefix,
-                      std::string_view pattern) {
+                      std::string_view pattern, size_t wait_for, std::string_view companion) {
     ListResult result;
     std::set<std::string> names;
     std::vector<std::string> cursors(conns.size(), "0");
     std::vector<bool> done(conns.size(), false);
-    const std::string match = glob_escape(prefix) + std::string(pattern);
+    // The lock keys, then (with `companion`) the names' companion keys of that suffix: each
+    // server goes through them one after the other.
+    std::vector<std::string> matches{glob_escape(prefix) + std::string(pattern)};
+    if (!companion.empty())
+        matches.push_back("{" + glob_escape(prefix) + std::string(pattern) +
+                          "}:" + glob_escape(companion));
+    std::vector<size_t> stage(conns.size(), 0);
     // SCAN visits every key present for the whole scan at least once; the bound only stops
     // a misbehaving server from keeping us forever.
     for (int round = 0; round < 1'000'000; ++round) {
@@ -423,14 +487,15 @@ ListResult scan_names(std::span<redis::Connection> conns, std::string_view prefi
         for (size_t i = 0; i < conns.size(); ++i) {
             if (done[i])
                 continue;
-            std::array<std::string_view, 6> argv{"SCAN", cursors[i], "MATCH",
-                                                 match,  "COUNT",    "1000"};
+            std::array<std::string_view, 6> argv{"SCAN",  cursors[i], "MATCH", matches[stage[i]],
+                                                 "COUNT", "1000"};
             conns[i].start(redis::encode_command(argv), {}, now);
             any = true;
         }
         if (!any)
             break;
-        (void)redis::wait(conns, [] { return false; });
+        // (A server done already counts as answered: its last reply is still there.)
+        wait_for_answers(conns, wait_for);
         for (size_t i = 0; i < conns.size(); ++i) {
             if (done[i])
                 continue;
@@ -459,14 +524,20 @@ ListResult scan_names(std::span<redis::Connection> conns, std::string_view prefi
             }
             cursors[i] = std::string(redis::text(*reply->element[0]));
             const redisReply* keys = reply->element[1];
+            const std::string head =
+                stage[i] == 0 ? std::string(prefix) : "{" + std::string(prefix);
+            const std::string tail = stage[i] == 0 ? std::string() : "}:" + std::string(companion);
             for (size_t k = 0; keys->type == REDIS_REPLY_ARRAY && k < keys->elements; ++k) {
                 auto key = redis::text(*keys->element[k]);
-                if (!key.starts_with(prefix))
+                if (!key.starts_with(head) || !key.ends_with(tail) ||
+                    key.size() < head.size() + tail.size())
                     continue;
-                auto name = key.substr(prefix.size());
+                auto name = key.substr(head.size(), key.size() - head.size() - tail.size());
                 if (validate_name(name))
                     names.emplace(name);
             }
+            if (cursors[i] == "0" && ++stage[i] < matches.size())
+                continue; // the next match, from cursor 0
             if (cursors[i] == "0") {
                 done[i] = true;
                 ++result.scanned;

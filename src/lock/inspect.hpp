@@ -3,6 +3,8 @@
 // by the same majority rule the lock itself uses; listing locks with SCAN; removing a lock
 // by force (compare-and-delete of exactly the tokens that were shown).
 
+#include <chrono>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
@@ -90,6 +92,22 @@ struct LockView {
 
 [[nodiscard]] const char* state_name(LockState state);
 
+// One server's reply to k_inspect_script ({token, pttl, metadata, fence, slot record}, five
+// elements) into `sv`, which it marks reachable.
+void read_inspect_reply(const redisReply& reply, ServerView& sv);
+// The same from what was read: the token (nullopt: free), its PTTL, the metadata hash, the
+// fence counter's text, the --once-per record's hash.
+void read_server_view(std::optional<std::string> token, long long pttl,
+                      const std::map<std::string, std::string>& meta,
+                      std::optional<std::string_view> fence,
+                      std::map<std::string, std::string> slot, ServerView& sv);
+
+// One lock's views on each of the servers (all of them, in order: those that could not be
+// read marked unreachable; a key of the wrong type with its PTTL) merged by the majority
+// rule: held by the token a majority holds, for as long as a majority still holds it.
+[[nodiscard]] LockView merge_servers(std::string name, std::string key,
+                                     std::vector<ServerView> servers);
+
 // Reads one lock on every server at once, waiting for each (up to its timeouts); with
 // `majority_only`, only until a majority answered (the others read as unreachable).
 [[nodiscard]] LockView inspect(std::span<redis::Connection> conns, std::string_view prefix,
@@ -99,14 +117,21 @@ struct LockView {
 [[nodiscard]] std::string glob_escape(std::string_view text);
 
 // Names of the locks under `prefix` matching the glob `pattern`, from every server, merged
-// and sorted. Servers that could not be scanned are returned in `failures`.
+// and sorted. Servers that could not be scanned are returned in `failures`. With
+// `majority_only`, each step waits for a majority of the servers and a moment more
+// (k_list_stragglers), not for the others' timeouts: those are failures then. With
+// `companion` ("stats"), the names of the companion keys of that suffix too (names whose
+// lock is free, but whose counters are there).
 struct ListResult {
     std::vector<std::string> names;
     std::vector<ServerView> failures;
     size_t scanned = 0;
+    std::vector<bool> cluster; // per server: a Redis Cluster node (its masters were scanned)
 };
 [[nodiscard]] ListResult list_names(std::span<redis::Connection> conns, std::string_view prefix,
-                                    std::string_view pattern);
+                                    std::string_view pattern, bool majority_only = false,
+                                    std::string_view companion = {});
+inline constexpr auto k_list_stragglers = std::chrono::milliseconds(20);
 
 // Deletes the lock on each server where it still holds the token `view` showed there, or
 // where it still is a key of the wrong type if `view` showed that. Returns the number of

@@ -34,6 +34,7 @@ Keys Keys::of_lock_key(std::string_view lock_key) {
     k.tickets = companion_of(lock_key, "tickets");
     k.limit = companion_of(lock_key, "limit");
     k.history = companion_of(lock_key, "history");
+    k.stats = companion_of(lock_key, "stats");
     k.waiters = companion_of(lock_key, "waiters");
     k.released = companion_of(lock_key, "released");
     k.wake = companion_of(lock_key, "w:");

@@ -11,6 +11,8 @@
 //   tickets   --fair: the ticket counter
 //   limit     --limit: N
 //   history   the runs of the name, newest last (a stream, capped by count and age)
+//   stats     the name's counters (a hash written with each history entry: runs by outcome,
+//             last success, last run, a histogram of run durations; see k_history_script)
 //   waiters   the wait list: the waiters by when they started (a sorted set of waiter ids)
 //   released  the pub/sub channel releases (and "shortened") are announced on: heard by
 //             `redlock watch`, and by waiters of --limit names (and of versions before 0.3)
@@ -45,6 +47,7 @@ struct Keys {
     std::string tickets;
     std::string limit;
     std::string history;
+    std::string stats;
     std::string waiters;
     std::string released;
     std::string wake;

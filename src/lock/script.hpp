@@ -25,7 +25,8 @@ inline constexpr char k_script_commands[][17] = {
     // clang-format off
     "get", "set", "del", "incr", "hset", "pexpire", "pttl", "time", "zadd", "zrange", "zscore",
     "zrem", "exists", "hgetall", "hget", "pexpireat", "type", "zcard", "zremrangebyscore",
-    "publish", "pubsub", "xadd", "xtrim", "hmget", "zrank", "xrevrange",
+    "publish", "pubsub", "xadd", "xtrim", "hmget", "zrank", "zrangebyscore", "xrevrange",
+    "hincrby",
     // clang-format on
 };
 

@@ -474,20 +474,61 @@ return left)lua",
                              {.calls = {"zrank", "zrem"}}));
 inline constexpr Script k_fair_leave_script = script(k_fair_leave_text);
 
+// The counters of a name, kept with its history (KEYS[4], {<key>}:stats, a hash; the
+// `redlock exporter` reads them, fleet/read.hpp), from the entry's fields (`fields`, `now`,
+// ARGV[6] the ms held): "runs:<outcome>" +1 for every entry; for a run that ran PROGRAM (any
+// outcome but a skip, giving up, an interruption, a failure to start, or the operator's
+// force-release entry) "last_run_ms" (now: when it ended), a duration bucket "d:<seconds>" (the
+// first bound at or above the time held, fleet::k_duration_buckets; else "d:+Inf") +1, and
+// "duration_ms" +held; "last_success_ms" for one that ran and exited 0; "slot_ms" from a
+// --once-per run's entry. It expires 400 days after the last entry (no TTL would outlive every
+// name ever used). Three commands for a run (read, write, expiry), two for a refusal: a crowd's
+// hand-over is counted in commands (bench/crowd.sh). pcall: counters are a help, and never
+// cost the entry.
+inline constexpr auto k_history_counters =
+    fragment(R"lua(if KEYS[4] then
+  local f = {}
+  for i = 1, #fields - 1, 2 do f[fields[i]] = fields[i + 1] end
+  local outcome = f["outcome"]
+  if outcome then
+    local idle = {["skipped-held"] = 1, ["skipped-slot"] = 1, ["gave-up"] = 1, ["interrupted"] = 1, ["failed"] = 1, ["force-release"] = 1}
+    local set = {}
+    if idle[outcome] then
+      redis.pcall("hincrby", KEYS[4], "runs:" .. outcome, 1)
+    else
+      local held = tonumber(ARGV[6])
+      local bucket = "d:+Inf"
+      for _, bound in ipairs({1, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 14400, 43200, 86400}) do
+        if held <= bound * 1000 then bucket = "d:" .. bound break end
+      end
+      local was = redis.pcall("hmget", KEYS[4], "runs:" .. outcome, bucket, "duration_ms")
+      if type(was) ~= "table" or was.err then was = {} end
+      set = {"runs:" .. outcome, (tonumber(was[1]) or 0) + 1, bucket, (tonumber(was[2]) or 0) + 1, "duration_ms", (tonumber(was[3]) or 0) + held, "last_run_ms", now}
+      if outcome == "ran" and f["status"] == "0" then table.insert(set, "last_success_ms") table.insert(set, now) end
+    end
+    if f["slot_ms"] then table.insert(set, "slot_ms") table.insert(set, f["slot_ms"]) end
+    if #set > 0 then redis.pcall("hset", KEYS[4], unpack(set)) end
+    redis.pcall("pexpire", KEYS[4], 34560000000)
+  end
+end
+)lua",
+             {.pcalls = {"hincrby", "hmget", "hset", "pexpire"}});
+
 // The history of a name (lock/keys.hpp: {<key>}:history, a stream), one entry per run that
 // reached a decision, sent in the same write as the request that decided it (the release,
 // or a refused attempt): KEYS[1] the history, KEYS[2] the name's lock key, KEYS[3] its
-// metadata; ARGV[1] "run" (always recorded) or "skip" (recorded only where the lock is
-// held by another owner, or a --limit name's every permit: the attempt was refused here;
-// it runs right after the attempt, in the same write), ARGV[2] the attempt's token (not
-// another owner's), ARGV[3] how many entries are kept, ARGV[4] for how long (ms), ARGV[5]
-// the ms the run waited, ARGV[6] the ms it held the lock, ARGV[7] the entry's field/value
-// pairs, each ended by a NUL (one argument: cheaper to send than twenty). The entry gets
-// `started_ms`, when the run started on this server's clock, and for a skip the holder that refused
-// it (`by_host`, `by_pid`, `by_user`), from its metadata. Entries past the count are trimmed by
-// every write, past the age by one write in eight (by the server's clock: a trim costs a command
-// per run in a crowd), and the stream expires with the age; "run" on the events channel
-// ({<key>}:events) tells `redlock watch`. Returns 1 when recorded, 0 when not.
+// metadata, KEYS[4] (if given) its counters; ARGV[1] "run" (always recorded) or "skip" (recorded
+// only where the lock is held by another owner, or a --limit name's every permit: the attempt was
+// refused here; it runs right after the attempt, in the same write), ARGV[2] the attempt's token
+// (not another owner's), ARGV[3] how many entries are kept, ARGV[4] for how long (ms), ARGV[5] the
+// ms the run waited, ARGV[6] the ms it held the lock, ARGV[7] the entry's field/value pairs, each
+// ended by a NUL (one argument: cheaper to send than twenty). The entry gets `started_ms`, when the
+// run started on this server's clock, and for a skip the holder that refused it (`by_host`,
+// `by_pid`, `by_user`), from its metadata. Entries past the count are trimmed by every write, past
+// the age by one write in eight (by the server's clock: a trim costs a command per run in a crowd),
+// and the stream expires with the age; "run" on the events channel
+// ({<key>}:events) tells `redlock watch`. A count of 0 (`history = 0`) writes no entry, only the
+// counters (k_history_counters, with KEYS[4]). Returns 1 when recorded, 0 when not.
 inline constexpr auto k_history_text =
     compose(fragment(R"lua(local holder = false
 if ARGV[1] == "skip" then
@@ -513,13 +554,20 @@ if holder then
     end
   end
 end
-for part in string.gmatch(ARGV[7] or "", "([^%z]*)%z") do table.insert(entry, part) end
-redis.call("xadd", KEYS[1], "MAXLEN", ARGV[3], "*", unpack(entry))
-if now % 8 == 0 then redis.call("xtrim", KEYS[1], "MINID", now - age) end
-redis.call("pexpire", KEYS[1], age)
-redis.pcall("publish", "{" .. KEYS[2] .. "}:events", "run")
-return 1)lua",
-                     {.calls = {"hmget", "xadd", "xtrim", "pexpire"}, .pcalls = {"publish"}}));
+local fields = {}
+for part in string.gmatch(ARGV[7] or "", "([^%z]*)%z") do
+  table.insert(entry, part)
+  table.insert(fields, part)
+end
+if ARGV[3] ~= "0" then
+  redis.call("xadd", KEYS[1], "MAXLEN", ARGV[3], "*", unpack(entry))
+  if now % 8 == 0 then redis.call("xtrim", KEYS[1], "MINID", now - age) end
+  redis.call("pexpire", KEYS[1], age)
+  redis.pcall("publish", "{" .. KEYS[2] .. "}:events", "run")
+end
+)lua",
+                     {.calls = {"hmget", "xadd", "xtrim", "pexpire"}, .pcalls = {"publish"}}),
+            k_history_counters, fragment("return 1"));
 inline constexpr Script k_history_script = script(k_history_text);
 
 // One page of a name's history, newest first, as XREVRANGE gives it (KEYS[1] the stream;

@@ -35,16 +35,24 @@ std::string encode_command(std::span<const std::string_view> argv) {
     return out;
 }
 
-bool refuses_evalsha(std::string_view error) {
+bool refuses_command(std::string_view error, std::string_view command) {
     // "NOPERM this user has no permissions to run the 'evalsha' command", "ERR unknown
-    // command 'evalsha', with args beginning with: ..." (quotes differ between versions).
+    // command 'evalsha', with args beginning with: ..." (quotes differ between versions),
+    // "ERR unknown subcommand 'load'..." of SCRIPT.
     std::string lower;
-    for (char c : error.substr(0, 120))
+    for (char c : error.substr(0, 160))
         lower.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
-    bool names_evalsha = lower.find("'evalsha'") != std::string::npos ||
-                         lower.find("`evalsha`") != std::string::npos;
-    return names_evalsha &&
-           (lower.starts_with("noperm") || lower.find("unknown command") != std::string::npos);
+    const std::string quoted = "'" + std::string(command) + "'";
+    const std::string backquoted = "`" + std::string(command) + "`";
+    const bool named =
+        lower.find(quoted) != std::string::npos || lower.find(backquoted) != std::string::npos;
+    return named &&
+           (lower.starts_with("noperm") || lower.find("unknown command") != std::string::npos ||
+            lower.find("unknown subcommand") != std::string::npos);
+}
+
+bool refuses_evalsha(std::string_view error) {
+    return refuses_command(error, "evalsha");
 }
 
 ErrorCode error_code(std::string_view e) {

@@ -63,6 +63,9 @@ enum class ErrorCode {
 // True when an error reply says the EVALSHA command itself was refused (ACL NOPERM for
 // 'evalsha', or an unknown command: renamed or disabled), not a command the script calls.
 [[nodiscard]] bool refuses_evalsha(std::string_view error);
+// The same of `command` (lowercase: "evalsha_ro", "script|load"), also as an unknown
+// subcommand.
+[[nodiscard]] bool refuses_command(std::string_view error, std::string_view command);
 // A short rendering for messages: "OK", "(nil)", "(integer) 1", the error text, ...
 [[nodiscard]] std::string describe(const redisReply& r);
 

@@ -283,7 +283,7 @@ class ErrorsTest(E2ETest):
         r = self.run_redlock(["bogus"])
         self.assertStatus(r, 64)
         self.assertIn("unknown command 'bogus' (commands: run, status, list, history, watch, "
-                      "acquire, extend, release, doctor", r.stderr)
+                      "exporter, acquire, extend, release, doctor", r.stderr)
         r = self.run_redlock(["list", "first", "second"])
         self.assertStatus(r, 64)
         self.assertIn("unexpected argument 'first' (see 'redlock list --help')", r.stderr)
@@ -307,7 +307,8 @@ class ErrorsTest(E2ETest):
     def test_each_help_fits_80_columns_and_lists_what_applies(self):
         statuses = {"run": ["79", "126/127", "75 (or -E)"], "doctor": ["1 a risk"],
                     "release": ["declined"], "status": [], "list": [], "acquire": ["75"],
-                    "extend": ["75"], "history": ["69"], "watch": []}
+                    "extend": ["75"], "history": ["69"], "watch": [],
+                    "exporter": ["69"]}
         for command in [""] + list(statuses):
             with self.subTest(command=command):
                 r = self.run_redlock(([command] if command else []) + ["--help"])

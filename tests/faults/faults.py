@@ -54,6 +54,8 @@ WAITERS_KEY = f"{{lock:{NAME}}}:waiters"
 WAITERS_TTL_MS = 2 * 3_600_000  # the wait list expires 2 h after its last newcomer
 HISTORY_KEY = f"{{lock:{NAME}}}:history"
 HISTORY_TTL_MS = 30 * 86_400_000  # history_max_age's default
+STATS_KEY = f"{{lock:{NAME}}}:stats"
+STATS_TTL_MS = 400 * 86_400_000  # the counters expire 400 days after the last run
 PROGRAM = os.path.join(HERE, "program.py")
 PROXY = os.path.join(HERE, "proxy.py")
 MS = 1_000_000
@@ -1318,7 +1320,8 @@ def mixed(n, seconds, top_seed, clients=5, only=None):
         # Nothing left behind but the fence counter (no TTL by design): the lock and its
         # metadata are deleted or expire within the TTL; the --fair queue's keys expire
         # 10 x the 3 s drop time after their last use, so those must have a TTL within it;
-        # the history stream is kept on purpose, and expires with its max age; the wait
+        # the history stream is kept on purpose, and expires with its max age (the counters
+        # beside it, 400 days after the last run); the wait
         # list keeps a killed waiter until a release finds nobody on its channel, or 2 h.
         leftovers = None
         deadline = time.monotonic() + (2 * MAX_TTL + 8.0) * SLACK
@@ -1328,6 +1331,7 @@ def mixed(n, seconds, top_seed, clients=5, only=None):
                 bad = {k: t for k, t in ks.items() if k != FENCE_KEY and not (
                     k in QUEUE_KEYS and 0 < t <= QUEUE_TTL_MS) and not (
                     k == HISTORY_KEY and 0 < t <= HISTORY_TTL_MS) and not (
+                    k == STATS_KEY and 0 < t <= STATS_TTL_MS) and not (
                     k == WAITERS_KEY and 0 < t <= WAITERS_TTL_MS)} if ks else {}
                 if bad:
                     leftovers[i] = bad

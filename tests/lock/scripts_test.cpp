@@ -3,9 +3,12 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include <doctest/doctest.h>
 
+#include "fleet/read.hpp"
+#include "fleet/read_script.hpp"
 #include "lock/scripts.hpp"
 #include "support/redis_server.hpp"
 
@@ -25,7 +28,7 @@ std::string load(const RedisServer& server, const Script& script) {
     return server.command({"SCRIPT", "LOAD", std::string(script.source)});
 }
 
-const std::array<std::pair<std::string_view, const Script*>, 14> k_every_script{{
+const std::array<std::pair<std::string_view, const Script*>, 15> k_every_script{{
     {"acquire", &k_acquire_script},
     {"fence", &k_fence_script},
     {"renew", &k_renew_script},
@@ -40,6 +43,7 @@ const std::array<std::pair<std::string_view, const Script*>, 14> k_every_script{
     {"finish slot", &redlock::lock::k_finish_slot_script},
     {"history", &redlock::lock::k_history_script},
     {"history page", &redlock::lock::k_history_page_script},
+    {"fleet read", &redlock::fleet::k_read_script},
 }};
 
 // The commands `source` calls with redis.<how> ("call" or "pcall"). Every such call must
@@ -540,4 +544,65 @@ TEST_CASE("a renewal that cuts the lease short says so on the channel, one that 
     CHECK(publishes(server) == 0);
     CHECK(permit_call(server, k_renew_permit_script, 1, {"a", "1000", "{lock:x}:released"}) == "1");
     CHECK(publishes(server) == 1);
+}
+
+namespace {
+// The history script recording an entry of `fields` (field, value, ...) for lock:x, held
+// `held_ms`, keeping `keep` entries (0: none, counters only).
+std::string record(const RedisServer& server, std::vector<std::string> fields,
+                   const std::string& held_ms = "0", const std::string& keep = "10") {
+    std::string packed;
+    for (const auto& f : fields)
+        packed += f + '\0';
+    return server.command({"EVAL", std::string(redlock::lock::k_history_script.source), "4",
+                           "{lock:x}:history", "lock:x", "{lock:x}:meta", "{lock:x}:stats", "run",
+                           "tok", keep, "60000", "0", held_ms, packed});
+}
+std::string stat(const RedisServer& server, const std::string& field) {
+    return server.command({"HGET", "{lock:x}:stats", field});
+}
+} // namespace
+
+TEST_CASE("the history script counts each entry by outcome, and a success only when it ran "
+          "and exited 0") {
+    RedisServer server;
+    CHECK(record(server, {"run", "a", "outcome", "ran", "status", "0"}, "1500") == "1");
+    CHECK(record(server, {"run", "b", "outcome", "ran", "status", "3"}, "7200000") == "1");
+    CHECK(record(server, {"run", "c", "outcome", "skipped-held"}) == "1");
+    CHECK(record(server, {"run", "d", "outcome", "lost", "status", "79"}, "100") == "1");
+    CHECK(stat(server, "runs:ran") == "2");
+    CHECK(stat(server, "runs:skipped-held") == "1");
+    CHECK(stat(server, "runs:lost") == "1");
+    // Three ran PROGRAM: 1.5 s (bucket 5), 2 h (bucket 7200), 0.1 s (bucket 1).
+    CHECK(stat(server, "d:5") == "1");
+    CHECK(stat(server, "d:7200") == "1");
+    CHECK(stat(server, "d:1") == "1");
+    CHECK(stat(server, "duration_ms") == "7201600");
+    const std::string success = stat(server, "last_success_ms");
+    CHECK(success != "(nil)");
+    CHECK(stat(server, "last_run_ms") >= success);
+    // A failure later moves the last run, never the last success.
+    CHECK(record(server, {"run", "e", "outcome", "ran", "status", "1"}, "10") == "1");
+    CHECK(stat(server, "last_success_ms") == success);
+    // Kept for 400 days after the last entry.
+    CHECK(std::stoll(server.command({"PTTL", "{lock:x}:stats"})) > 399LL * 86400 * 1000);
+    CHECK(server.command({"XLEN", "{lock:x}:history"}) == "5");
+}
+
+TEST_CASE("with history = 0 the counters count and no entry is kept") {
+    RedisServer server;
+    CHECK(record(server, {"run", "a", "outcome", "ran", "status", "0", "slot_ms", "3600000"}, "5",
+                 "0") == "1");
+    CHECK(stat(server, "runs:ran") == "1");
+    CHECK(stat(server, "slot_ms") == "3600000");
+    CHECK(server.command({"EXISTS", "{lock:x}:history"}) == "0");
+}
+
+TEST_CASE("the history script's duration buckets are the exporter's") {
+    std::string bounds;
+    for (auto b : redlock::fleet::k_duration_buckets)
+        bounds += (bounds.empty() ? "" : ", ") + std::to_string(b);
+    CHECK(
+        std::string_view(redlock::lock::k_history_script.source).find("ipairs({" + bounds + "})") !=
+        std::string_view::npos);
 }

@@ -23,6 +23,9 @@ EXPECTED = [
     "share/doc/redlock/examples/redlock-nightly.service",
     "share/doc/redlock/examples/redlock-nightly.timer",
     "share/doc/redlock/examples/crontab",
+    "share/doc/redlock/examples/redlock-exporter.service",
+    "share/doc/redlock/examples/redlock-alerts.yml",
+    "share/doc/redlock/examples/redlock-alerts.test.yml",
 ]
 
 

@@ -1,0 +1,287 @@
+#include "http/server.hpp"
+
+#include <arpa/inet.h>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <dlfcn.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include "util/format.hpp"
+
+namespace redlock::http {
+
+namespace {
+
+// The libmicrohttpd functions redlock calls, looked up once (as redis/tls.cpp does libssl).
+struct Api {
+    decltype(&::MHD_start_daemon) start_daemon;
+    decltype(&::MHD_stop_daemon) stop_daemon;
+    decltype(&::MHD_get_daemon_info) daemon_info;
+    decltype(&::MHD_get_timeout) get_timeout;
+    decltype(&::MHD_run) run;
+    decltype(&::MHD_create_response_from_buffer_with_free_callback_cls) create_response;
+    decltype(&::MHD_add_response_header) add_header;
+    decltype(&::MHD_queue_response) queue_response;
+    decltype(&::MHD_destroy_response) destroy_response;
+};
+
+template <typename F>
+bool find(void* lib, const char* name, F& out) {
+    out = reinterpret_cast<F>(::dlsym(lib, name));
+    return out != nullptr;
+}
+
+util::Expected<const Api*> load() {
+    static std::optional<util::Expected<Api>> loaded;
+    if (!loaded) {
+        void* lib = ::dlopen("libmicrohttpd.so.12", RTLD_NOW | RTLD_LOCAL);
+        if (!lib) {
+            loaded =
+                util::fail(util::ErrorKind::unavailable,
+                           util::format("the exporter needs libmicrohttpd (libmicrohttpd.so.12, "
+                                        "Debian package libmicrohttpd12): {}",
+                                        ::dlerror()));
+        } else {
+            Api api{};
+            const bool ok = find(lib, "MHD_start_daemon", api.start_daemon) &&
+                            find(lib, "MHD_stop_daemon", api.stop_daemon) &&
+                            find(lib, "MHD_get_daemon_info", api.daemon_info) &&
+                            find(lib, "MHD_get_timeout", api.get_timeout) &&
+                            find(lib, "MHD_run", api.run) &&
+                            find(lib, "MHD_create_response_from_buffer_with_free_callback_cls",
+                                 api.create_response) &&
+                            find(lib, "MHD_add_response_header", api.add_header) &&
+                            find(lib, "MHD_queue_response", api.queue_response) &&
+                            find(lib, "MHD_destroy_response", api.destroy_response);
+            if (ok)
+                loaded = api;
+            else
+                loaded = util::fail(util::ErrorKind::unavailable,
+                                    util::format("libmicrohttpd.so.12 lacks a function redlock "
+                                                 "needs: {}",
+                                                 ::dlerror()));
+        }
+    }
+    if (!*loaded)
+        return std::unexpected(loaded->error());
+    return &**loaded;
+}
+
+struct Address {
+    sockaddr_storage addr{};
+    socklen_t length = 0;
+};
+
+// "HOST:PORT" or "[V6]:PORT" into a socket address (HOST an IP address or a name).
+util::Expected<Address> parse_listen(std::string_view listen) {
+    auto bad = [&](std::string_view why) {
+        return util::fail(util::ErrorKind::usage,
+                          util::format("invalid --listen '{}': {}", listen, why));
+    };
+    std::string_view host, port;
+    if (listen.starts_with('[')) {
+        const size_t close = listen.find(']');
+        if (close == std::string_view::npos || listen.substr(close + 1, 1) != ":")
+            return bad("expected [ADDRESS]:PORT");
+        host = listen.substr(1, close - 1);
+        port = listen.substr(close + 2);
+    } else {
+        const size_t colon = listen.rfind(':');
+        if (colon == std::string_view::npos || colon == 0 ||
+            listen.substr(0, colon).find(':') != std::string_view::npos)
+            return bad("expected ADDRESS:PORT");
+        host = listen.substr(0, colon);
+        port = listen.substr(colon + 1);
+    }
+    unsigned number = 0;
+    auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), number);
+    if (port.empty() || ec != std::errc() || end != port.data() + port.size() || number > 65535)
+        return bad("the port is a number from 0 to 65535");
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    addrinfo* found = nullptr;
+    const std::string host_text(host);
+    const std::string port_text(port);
+    if (int rc = ::getaddrinfo(host_text.c_str(), port_text.c_str(), &hints, &found);
+        rc != 0 || !found)
+        return bad(util::format("cannot resolve '{}': {}", host_text, ::gai_strerror(rc)));
+    Address out;
+    std::memcpy(&out.addr, found->ai_addr, found->ai_addrlen);
+    out.length = found->ai_addrlen;
+    ::freeaddrinfo(found);
+    return out;
+}
+
+std::string describe(const sockaddr_storage& addr) {
+    char text[INET6_ADDRSTRLEN] = {};
+    if (addr.ss_family == AF_INET6) {
+        const auto& a = reinterpret_cast<const sockaddr_in6&>(addr);
+        ::inet_ntop(AF_INET6, &a.sin6_addr, text, sizeof text);
+        return util::format("[{}]:{}", text, ntohs(a.sin6_port));
+    }
+    const auto& a = reinterpret_cast<const sockaddr_in&>(addr);
+    ::inet_ntop(AF_INET, &a.sin_addr, text, sizeof text);
+    return util::format("{}:{}", text, ntohs(a.sin_port));
+}
+
+} // namespace
+
+struct Server::Daemon {
+    const Api* api = nullptr;
+    MHD_Daemon* daemon = nullptr;
+    Handler handler;
+    int epoll_fd = -1;
+
+    ~Daemon() {
+        if (daemon)
+            api->stop_daemon(daemon);
+    }
+
+    // libmicrohttpd's access handler: every GET and HEAD answered at its first call (no
+    // body to wait for), anything else refused. Nothing may be thrown through C.
+    static MHD_Result on_request(void* cls, MHD_Connection* connection, const char* url,
+                                 const char* method, const char* /*version*/,
+                                 const char* /*upload_data*/, size_t* upload_size,
+                                 void** /*state*/) noexcept {
+        auto& self = *static_cast<Daemon*>(cls);
+        Response response;
+        const std::string_view verb(method);
+        try {
+            if (verb != "GET" && verb != "HEAD") {
+                response = {405,
+                            "text/plain; charset=utf-8",
+                            "read-only: GET and HEAD only\n",
+                            {{"Allow", "GET, HEAD"}}};
+                *upload_size = 0;
+            } else {
+                response = self.handler(Request{verb, url});
+            }
+        } catch (const std::exception& e) {
+            response = {500,
+                        "text/plain; charset=utf-8",
+                        util::format("internal error: {}\n", e.what()),
+                        {}};
+        } catch (...) {
+            response = {500, "text/plain; charset=utf-8", "internal error\n", {}};
+        }
+        // The body handed over as it is (a scrape of a thousand names is megabytes): freed
+        // by the daemon once sent.
+        auto* body = new std::string(std::move(response.body));
+        MHD_Response* r = self.api->create_response(
+            body->size(), body->data(), [](void* text) { delete static_cast<std::string*>(text); },
+            body);
+        if (!r) {
+            delete body;
+            return MHD_NO;
+        }
+        self.api->add_header(r, "Content-Type", response.content_type.c_str());
+        self.api->add_header(r, "Cache-Control", "no-store");
+        self.api->add_header(r, "X-Content-Type-Options", "nosniff");
+        for (const auto& [name, value] : response.headers)
+            self.api->add_header(r, name.c_str(), value.c_str());
+        const MHD_Result queued =
+            self.api->queue_response(connection, static_cast<unsigned>(response.status), r);
+        self.api->destroy_response(r);
+        return queued;
+    }
+};
+
+util::Expected<std::unique_ptr<Server>> Server::start(std::string_view listen, Handler handler) {
+    auto address = parse_listen(listen);
+    if (!address)
+        return std::unexpected(address.error());
+    auto api = load();
+    if (!api)
+        return std::unexpected(api.error());
+    const int family = address->addr.ss_family;
+    util::UniqueFd sock(::socket(family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    auto failed = [&](std::string_view what) {
+        return util::fail(util::ErrorKind::unavailable,
+                          util::format("cannot {} {}: {}", what, listen, std::strerror(errno)));
+    };
+    if (!sock)
+        return failed("listen on");
+    const int one = 1;
+    ::setsockopt(sock.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (::bind(sock.get(), reinterpret_cast<const sockaddr*>(&address->addr), address->length) != 0)
+        return failed("listen on");
+    if (::listen(sock.get(), 64) != 0)
+        return failed("listen on");
+    sockaddr_storage bound{};
+    socklen_t length = sizeof bound;
+    ::getsockname(sock.get(), reinterpret_cast<sockaddr*>(&bound), &length);
+
+    std::unique_ptr<Server> server(new Server());
+    server->m_address = describe(bound);
+    server->m_daemon = std::make_unique<Daemon>();
+    Daemon& d = *server->m_daemon;
+    d.api = *api;
+    d.handler = std::move(handler);
+    // External select mode over epoll: MHD_run() from our loop, no thread of its own.
+    const unsigned flags = MHD_USE_EPOLL | (family == AF_INET6 ? MHD_USE_IPv6 : 0);
+    d.daemon = d.api->start_daemon(
+        flags, 0, nullptr, nullptr, &Daemon::on_request, &d, MHD_OPTION_LISTEN_SOCKET, sock.get(),
+        MHD_OPTION_CONNECTION_LIMIT, 64U, MHD_OPTION_CONNECTION_TIMEOUT, 30U, MHD_OPTION_END);
+    if (!d.daemon)
+        return util::fail(util::ErrorKind::internal,
+                          util::format("libmicrohttpd could not serve on {}", server->m_address));
+    (void)sock.release(); // the daemon's now: closed when it stops
+    const MHD_DaemonInfo* info = d.api->daemon_info(d.daemon, MHD_DAEMON_INFO_EPOLL_FD);
+    if (!info)
+        return util::fail(util::ErrorKind::internal, "libmicrohttpd gave no epoll fd");
+    d.epoll_fd = info->epoll_fd;
+    return server;
+}
+
+Server::~Server() = default;
+
+int Server::fd() const {
+    return m_daemon->epoll_fd;
+}
+
+std::optional<util::BootClock::time_point> Server::deadline() const {
+    MHD_UNSIGNED_LONG_LONG ms = 0;
+    if (m_daemon->api->get_timeout(m_daemon->daemon, &ms) != MHD_YES)
+        return std::nullopt;
+    return util::BootClock::now() +
+           std::chrono::milliseconds(std::min<MHD_UNSIGNED_LONG_LONG>(ms, 60'000));
+}
+
+void Server::run() {
+    (void)m_daemon->api->run(m_daemon->daemon);
+}
+
+std::string html_escape(std::string_view text) {
+    std::string out;
+    out.reserve(text.size());
+    for (char c : text) {
+        switch (c) {
+        case '&':
+            out += "&amp;";
+            break;
+        case '<':
+            out += "&lt;";
+            break;
+        case '>':
+            out += "&gt;";
+            break;
+        case '"':
+            out += "&quot;";
+            break;
+        case '\'':
+            out += "&#39;";
+            break;
+        default:
+            out.push_back(c);
+        }
+    }
+    return out;
+}
+
+} // namespace redlock::http

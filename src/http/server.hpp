@@ -1,0 +1,68 @@
+#pragma once
+// A small read-only HTTP server in the caller's own poll loop: libmicrohttpd does the HTTP
+// (parsing, keep-alive, limits), in its "external select" mode over epoll, so that no
+// thread is started. The library is loaded when a server starts (dlopen of
+// libmicrohttpd.so.12), never by the other commands: `run` starts and runs as if it did not
+// exist, and the binary depends on libc alone. Knows nothing of locks.
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "util/clock.hpp"
+#include "util/error.hpp"
+#include "util/fd.hpp"
+
+namespace redlock::http {
+
+struct Request {
+    std::string_view method; // GET or HEAD: anything else is refused before the handler
+    std::string_view path;   // without the query
+};
+
+struct Response {
+    int status = 200;
+    std::string content_type = "text/plain; charset=utf-8";
+    std::string body;
+    std::vector<std::pair<std::string, std::string>> headers;
+};
+
+using Handler = std::function<Response(const Request&)>;
+
+class Server {
+  public:
+    // Listens on `listen` ("HOST:PORT", "[V6]:PORT"; port 0 picks one) and answers every
+    // GET and HEAD with `handler`. Errors: the address (usage), binding it (unavailable),
+    // or the library missing (unavailable, naming the Debian package).
+    [[nodiscard]] static util::Expected<std::unique_ptr<Server>> start(std::string_view listen,
+                                                                       Handler handler);
+    ~Server();
+    Server(const Server&) = delete;
+    Server& operator=(const Server&) = delete;
+
+    // The address it listens on, as "HOST:PORT" (the port it got with 0).
+    [[nodiscard]] const std::string& address() const { return m_address; }
+    // For the caller's poll loop: an fd to poll for POLLIN, and when to call run() at the
+    // latest (nullopt: only when the fd is readable).
+    [[nodiscard]] int fd() const;
+    [[nodiscard]] std::optional<util::BootClock::time_point> deadline() const;
+    // Accepts, reads, answers and writes what can be, without blocking.
+    void run();
+
+    struct Daemon;
+
+  private:
+    Server() = default;
+    std::unique_ptr<Daemon> m_daemon;
+    std::string m_address;
+};
+
+// `text` as HTML text or a double-quoted attribute value: & < > " ' escaped.
+[[nodiscard]] std::string html_escape(std::string_view text);
+
+} // namespace redlock::http
