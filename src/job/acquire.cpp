@@ -211,8 +211,8 @@ NoticeServers notice_servers(lock::Lock& lock, const lock::AcquireResult& attemp
 // channel, on every server, and enlists: a release then wakes the first two waiters of the
 // wait list (or of the --fair queue), not the crowd (lock/scripts.hpp, k_wake). Over
 // several servers a plain lock's waiter, woken, tries the leader first; the leader's notice
-// counts first. A --limit name's waiters, and any waiter the ACL refuses its own channel,
-// listen to the release channel on two servers, as before 0.3: each release wakes them all.
+// counts first. A waiter the ACL refuses its own channel listens to the release channel on
+// two servers, as before 0.3: each release wakes them all.
 // Returns true when listening on the wake channel.
 bool listen(lock::Lock& lock, std::optional<redis::Subscription>& notices,
             const lock::AcquireResult& attempt, bool with_leader, std::string_view name) {
@@ -261,8 +261,8 @@ util::Expected<Acquisition> wait_and_acquire(lock::Lock& lock, std::string_view 
     const bool by_leader = lock.connections().size() > 1 && lock.limit() == 0 && !lock.fair();
     bool leader_next = false;
     // A run that may wait goes on the wait list with its first attempt that finds the lock
-    // held (not a --limit name's: its waiters listen to the release channel).
-    if (lock.limit() == 0 && (!wait || wait->count() > 0))
+    // held (a --limit name's: every permit held).
+    if (!wait || wait->count() > 0)
         lock.enlist();
     for (;;) {
         ++attempts;
