@@ -244,7 +244,7 @@ util::Expected<Acquisition> wait_and_acquire(lock::Lock& lock, std::string_view 
                                              std::optional<Millis> wait,
                                              process::SignalEvents& signals,
                                              std::optional<Millis> min_validity, Observer& observer,
-                                             const lock::HistoryRecord* skip) {
+                                             const lock::HistoryRecord* skip, bool& everywhere) {
     const auto started = Clock::now();
     std::optional<Clock::time_point> give_up;
     if (wait)
@@ -304,6 +304,9 @@ util::Expected<Acquisition> wait_and_acquire(lock::Lock& lock, std::string_view 
             continue;
         }
         if (attempt->status == lock::AcquireStatus::acquired) {
+            everywhere = std::ranges::all_of(attempt->servers, [](const auto& s) {
+                return s.vote == lock::ServerResult::Vote::yes;
+            });
             observer.acquired(Acquired{name, attempt->fence, lock.permit(), lock.limit(), attempts,
                                        Clock::now() - started, attempt->fence_copies,
                                        attempt->servers});
@@ -441,17 +444,19 @@ util::Expected<Acquisition> acquire(lock::Lock& lock, std::string_view name,
         else
             log::verbose("'{}': waiting in line with ticket {}", name, *ticket);
     }
-    auto result =
-        wait_and_acquire(lock, name, policy.wait, signals, policy.min_validity, observer, skip);
+    bool everywhere = false; // acquired on every server
+    auto result = wait_and_acquire(lock, name, policy.wait, signals, policy.min_validity, observer,
+                                   skip, everywhere);
     observer.wait_ended();
     if (result && result->outcome == Acquisition::Outcome::interrupted)
         observer.interrupted(result->signal);
     // A waiter that stops waiting gives its place up at once. One that acquired has left
     // the queue where it set the lock; over several servers, there may be others where its
-    // attempt found the lock still held, and its place there would hold up the next. (Its
-    // place on the wait list there costs the next release a look: it is not left for.)
+    // attempt found the lock still held (or did not answer), and its place there would hold
+    // up the next: it leaves those, unless it set the lock on every one. (Its place on the
+    // wait list there costs the next release a look: it is not left for.)
     if (!result || result->outcome != Acquisition::Outcome::acquired ||
-        (lock.fair() && lock.connections().size() > 1))
+        (lock.fair() && lock.connections().size() > 1 && !everywhere))
         lock.leave_queue();
     return result;
 }

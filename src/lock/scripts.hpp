@@ -65,7 +65,9 @@ inline constexpr auto k_token_check =
 // silent for ARGV[4] ms that still listens on its wake channel is a waiter asleep until its
 // turn, not a dead one: it is woken, and marked (its last attempt set to now + 0.5 ms:
 // attempts write whole ms) so that it is dropped if silent for ARGV[4] ms more (frozen).
-// The three keys expire 10 x ARGV[4] after the last attempt. A head whose last attempt is
+// The three keys expire 10 x ARGV[4] after the last attempt: renewed by an attempt that
+// adds a waiter (a key it creates has no TTL yet) or finds less than 9 x ARGV[4] left, so
+// that most attempts pay one PTTL, not three PEXPIREs. A head whose last attempt is
 // later than the server's TIME (its clock stepped back, or a forged entry) is taken as seen
 // now: a live waiter keeps its place, and a dead one lapses as any other, instead of
 // holding the queue up until that time comes.
@@ -77,14 +79,17 @@ if #KEYS > 3 then first = 7 end
 
 // The --fair parts of both acquire scripts (see above): enrolment and the head-of-queue
 // check before the SET, and leaving the queue after a successful one.
-inline constexpr auto k_fair_enrol = fair_only(
-    join(fragment(R"lua(if #KEYS == 6 then
+inline constexpr auto k_fair_enrol =
+    fair_only(join(fragment(R"lua(if #KEYS == 6 then
 )lua"),
-         indented<k_server_now, 2>,
-         fragment(R"lua(  local patience = tonumber(ARGV[4])
-  if redis.call("zadd", KEYS[4], "NX", ARGV[3], ARGV[5]) == 1 and tonumber(redis.call("get", KEYS[6]) or 0) < tonumber(ARGV[3]) then redis.call("set", KEYS[6], ARGV[3]) end
-  redis.call("zadd", KEYS[5], now, ARGV[5])
-  for i = 4, 6 do redis.call("pexpire", KEYS[i], patience * 10) end
+                   indented<k_server_now, 2>,
+                   fragment(R"lua(  local patience = tonumber(ARGV[4])
+  local fresh = redis.call("zadd", KEYS[4], "NX", ARGV[3], ARGV[5]) == 1
+  if fresh and tonumber(redis.call("get", KEYS[6]) or 0) < tonumber(ARGV[3]) then redis.call("set", KEYS[6], ARGV[3]) end
+  fresh = redis.call("zadd", KEYS[5], now, ARGV[5]) == 1 or fresh
+  if fresh or redis.call("pttl", KEYS[4]) < patience * 9 then
+    for i = 4, 6 do redis.call("pexpire", KEYS[i], patience * 10) end
+  end
   while true do
     local head = redis.call("zrange", KEYS[4], 0, 0)[1]
     if head == nil or head == ARGV[5] then break end
@@ -112,8 +117,9 @@ inline constexpr auto k_fair_enrol = fair_only(
   end
 end
 )lua",
-                  {.calls = {"zadd", "get", "set", "pexpire", "zrange", "zscore", "zrank", "zrem"},
-                   .pcalls = {"pubsub", "publish"}})));
+                            {.calls = {"zadd", "get", "set", "pttl", "pexpire", "zrange", "zscore",
+                                       "zrank", "zrem"},
+                             .pcalls = {"pubsub", "publish"}})));
 // After a successful SET: off the wait list, or out of the --fair queue.
 inline constexpr auto k_fair_leave = fair_only(fragment(R"lua(  if #KEYS == 6 then
     redis.call("zrem", KEYS[4], ARGV[5])

@@ -596,10 +596,13 @@ class CrowdOnOneServerTest(E2ETest):
 
 class FairCrowdOverFiveTest(E2ETest):
     def test_a_fair_crowd_over_five_servers_costs_a_bounded_number_per_hand_over(self):
-        # About 25 on the busiest server (bench/README.md, "Crowds"); 0.3 cost 52-61.
+        # Gathered, 33-34 on the busiest server: each attempt renews the queue's keys only
+        # when they are new or past a tenth of their TTL, and a waiter that took the lock
+        # on every server leaves no queue behind. 0.3 cost 39 here (52-61 ungathered,
+        # bench/README.md, "Crowds").
         cost = commands_per_hand_over(self, [self.redis_server() for _ in range(5)], 30,
                                       ["--fair"])
-        self.assertLessEqual(cost, 40)
+        self.assertLessEqual(cost, 36.5)
 
 
 if __name__ == "__main__":
