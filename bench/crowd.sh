@@ -3,9 +3,10 @@
 # run, for this build and a baseline (BASELINE_REV, built once; BASELINE_BIN instead names
 # a binary), on throwaway loopback redis-servers.
 #
-# A crowd: N copies of `redlock run -k KEY -w 300s [--fair] -- sleep CRITICAL` (an 8 ms
-# critical section) started at once, over 1 and over 5 servers; flock's is N copies of
-# `flock -w 300 FILE sleep CRITICAL`. For each crowd:
+# A crowd: N copies of `redlock run -k KEY -w 300s [--fair|--limit 4] -- sleep CRITICAL`
+# (an 8 ms critical section) started at once, over 1 and over 5 servers; flock's is N
+# copies of `flock -w 300 FILE sleep CRITICAL` (one at a time, where --limit 4 lets
+# four). For each crowd:
 #   wall      first start to last exit; /flock is that over flock's crowd of the same N
 #             in the same round
 #   cmds/h    commands each server executed during the crowd (INFO commandstats after a
@@ -18,7 +19,7 @@
 #             costs nothing looks like
 #   cpu       user + system seconds of the crowd's processes (redlock and PROGRAM), from
 #             the shell's `times`
-# CONTENDERS ("20 100 250"), SERVERS ("1 5"), MODES ("plain fair"), ROUNDS (3); the
+# CONTENDERS ("20 100 250"), SERVERS ("1 5"), MODES ("plain fair limit"), ROUNDS (3); the
 # order of the crowds rotates every round; medians. Each redis-server gets --maxclients
 # 4096, and the shell's open-file limit is raised to fit: a crowd of 250 over several
 # servers opens 500-750 connections to each, more than the 992 a default redis-server
@@ -75,7 +76,7 @@ fi
 rounds=${ROUNDS:-3}
 read -r -a sizes <<<"${CONTENDERS:-20 100 250}"
 read -r -a server_counts <<<"${SERVERS:-1 5}"
-read -r -a modes <<<"${MODES:-plain fair}"
+read -r -a modes <<<"${MODES:-plain fair limit}"
 critical=${CRITICAL:-0.008}
 bin=$(redlock_bin)
 describe_binary "$bin"
@@ -164,6 +165,7 @@ crowd() {
         for ((i = 0; i < servers; i++)); do cmd+=(-s "${urls[i]}"); done
         cmd+=(run -k "$key" -w 300s)
         [[ $kind == *--fair* ]] && cmd+=(--fair)
+        [[ $kind == *--limit* ]] && cmd+=(--limit 4)
         cmd+=(-- sleep "$critical")
     fi
     for p in "${ports[@]}"; do redis-cli -p "$p" CONFIG RESETSTAT >/dev/null; done
@@ -222,6 +224,7 @@ for s in "${server_counts[@]}"; do
     for m in "${modes[@]}"; do
         suffix=""
         [[ $m == fair ]] && suffix=", --fair"
+        [[ $m == limit ]] && suffix=", --limit 4"
         kinds+=("baseline, $label$suffix" "new, $label$suffix")
     done
 done

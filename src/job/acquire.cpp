@@ -211,8 +211,8 @@ NoticeServers notice_servers(lock::Lock& lock, const lock::AcquireResult& attemp
 // channel, on every server, and enlists: a release then wakes the first two waiters of the
 // wait list (or of the --fair queue), not the crowd (lock/scripts.hpp, k_wake). Over
 // several servers a plain lock's waiter, woken, tries the leader first; the leader's notice
-// counts first. A --limit name's waiters, and any waiter the ACL refuses its own channel,
-// listen to the release channel on two servers, as before 0.3: each release wakes them all.
+// counts first. A waiter the ACL refuses its own channel listens to the release channel on
+// two servers, as before 0.3: each release wakes them all.
 // Returns true when listening on the wake channel.
 bool listen(lock::Lock& lock, std::optional<redis::Subscription>& notices,
             const lock::AcquireResult& attempt, bool with_leader, std::string_view name) {
@@ -244,7 +244,7 @@ util::Expected<Acquisition> wait_and_acquire(lock::Lock& lock, std::string_view 
                                              std::optional<Millis> wait,
                                              process::SignalEvents& signals,
                                              std::optional<Millis> min_validity, Observer& observer,
-                                             const lock::HistoryRecord* skip) {
+                                             const lock::HistoryRecord* skip, bool& everywhere) {
     const auto started = Clock::now();
     std::optional<Clock::time_point> give_up;
     if (wait)
@@ -261,8 +261,8 @@ util::Expected<Acquisition> wait_and_acquire(lock::Lock& lock, std::string_view 
     const bool by_leader = lock.connections().size() > 1 && lock.limit() == 0 && !lock.fair();
     bool leader_next = false;
     // A run that may wait goes on the wait list with its first attempt that finds the lock
-    // held (not a --limit name's: its waiters listen to the release channel).
-    if (lock.limit() == 0 && (!wait || wait->count() > 0))
+    // held (a --limit name's: every permit held).
+    if (!wait || wait->count() > 0)
         lock.enlist();
     for (;;) {
         ++attempts;
@@ -304,6 +304,9 @@ util::Expected<Acquisition> wait_and_acquire(lock::Lock& lock, std::string_view 
             continue;
         }
         if (attempt->status == lock::AcquireStatus::acquired) {
+            everywhere = std::ranges::all_of(attempt->servers, [](const auto& s) {
+                return s.vote == lock::ServerResult::Vote::yes;
+            });
             observer.acquired(Acquired{name, attempt->fence, lock.permit(), lock.limit(), attempts,
                                        Clock::now() - started, attempt->fence_copies,
                                        attempt->servers});
@@ -441,17 +444,19 @@ util::Expected<Acquisition> acquire(lock::Lock& lock, std::string_view name,
         else
             log::verbose("'{}': waiting in line with ticket {}", name, *ticket);
     }
-    auto result =
-        wait_and_acquire(lock, name, policy.wait, signals, policy.min_validity, observer, skip);
+    bool everywhere = false; // acquired on every server
+    auto result = wait_and_acquire(lock, name, policy.wait, signals, policy.min_validity, observer,
+                                   skip, everywhere);
     observer.wait_ended();
     if (result && result->outcome == Acquisition::Outcome::interrupted)
         observer.interrupted(result->signal);
     // A waiter that stops waiting gives its place up at once. One that acquired has left
     // the queue where it set the lock; over several servers, there may be others where its
-    // attempt found the lock still held, and its place there would hold up the next. (Its
-    // place on the wait list there costs the next release a look: it is not left for.)
+    // attempt found the lock still held (or did not answer), and its place there would hold
+    // up the next: it leaves those, unless it set the lock on every one. (Its place on the
+    // wait list there costs the next release a look: it is not left for.)
     if (!result || result->outcome != Acquisition::Outcome::acquired ||
-        (lock.fair() && lock.connections().size() > 1))
+        (lock.fair() && lock.connections().size() > 1 && !everywhere))
         lock.leave_queue();
     return result;
 }

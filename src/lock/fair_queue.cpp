@@ -59,6 +59,15 @@ bool Lock::listed() {
 }
 
 bool Lock::looks_free() {
+    if (m_limit > 0) { // a permit is free where fewer than N hold one
+        const std::array<std::string_view, 2> argv{"ZCARD", m_name.lock};
+        auto held = integers_from_majority(redis::encode_command(argv));
+        return held &&
+               std::ranges::count_if(
+                   *held, [&](long long n) { return n < static_cast<long long>(m_limit); }) *
+                       2 >
+                   static_cast<long>(m_conns.size());
+    }
     const std::array<std::string_view, 2> argv{"PTTL", m_keys.lock};
     auto pttls = integers_from_majority(redis::encode_command(argv));
     return pttls && std::ranges::count(*pttls, -2) * 2 > static_cast<long>(m_conns.size());

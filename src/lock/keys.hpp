@@ -15,7 +15,8 @@
 //             last success, last run, a histogram of run durations; see k_history_script)
 //   waiters   the wait list: the waiters by when they started (a sorted set of waiter ids)
 //   released  the pub/sub channel releases (and "shortened") are announced on: heard by
-//             `redlock watch`, and by waiters of --limit names (and of versions before 0.3)
+//             `redlock watch`, by waiters refused their wake channel (and of versions
+//             before 0.3)
 //   wake      the prefix of each waiter's own channel, <wake><waiter id>: a release wakes
 //             the first waiters of the wait list or the --fair queue there, not everyone
 //   events    a channel waiters do not listen to: what they need not wake for

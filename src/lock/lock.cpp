@@ -183,10 +183,11 @@ util::Expected<AcquireResult> Lock::acquire_key(int interrupt_fd, bool leader_fi
         keys.insert(keys.end(), {queue_key(), waiting_key(), ticket_key()});
         args.insert(args.end(), {std::to_string(*m_ticket), std::to_string(k_drop_waiter.count()),
                                  m_waiter, m_name.wake});
-    } else if (m_enlisted_at && m_limit == 0) { // on the wait list, by when we started waiting
+    } else if (m_enlisted_at) { // on the wait list, by when we started waiting
         keys.push_back(m_name.waiters);
-        args.insert(args.end(),
-                    {std::to_string(*m_enlisted_at), m_listed ? "1" : "0", m_waiter, m_name.wake});
+        args.insert(args.end(), {std::to_string(*m_enlisted_at), m_listed ? "1" : "0", m_waiter});
+        if (m_limit == 0)
+            args.push_back(m_name.wake);
         m_listed = true;
     }
     args.insert(args.end(), m_holder.begin(), m_holder.end());

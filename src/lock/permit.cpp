@@ -1,6 +1,7 @@
 // --limit N: a semaphore of N permits, each a lock of its own (lock/keys.hpp: a permit's
 // keys; lock/scripts.hpp: k_acquire_permit_script and its renew and release). An attempt
-// tries every permit in turn, from a random one, and takes the first it can.
+// tries every permit in turn, from a random one, and takes the first it can; it stops
+// when a majority says every permit is held.
 #include <algorithm>
 #include <array>
 #include <limits>
@@ -72,8 +73,14 @@ util::Expected<AcquireResult> Lock::acquire(int interrupt_fd, bool leader_first,
             note_history();
         if (!attempt || attempt->status != AcquireStatus::held)
             return attempt;
+        const auto full = std::ranges::count_if(
+            attempt->servers, [](const ServerResult& s) { return s.every_permit_held; });
         if (!soonest || frees_in(*attempt) < frees_in(*soonest))
             soonest = std::move(*attempt);
+        // Every permit held on a majority: none other is tried (but for a refusal to
+        // record, which goes with the last permit tried).
+        if (!skip && static_cast<size_t>(full) >= majority_of(m_conns.size()))
+            break;
     }
     return *soonest;
 }

@@ -81,8 +81,10 @@ ServerResult classify(const redis::Connection& conn) {
         // script's "held", which carries the holder's PTTL.
         r.vote = reply.integer >= 1 ? Vote::yes : Vote::no;
         r.detail = reply.integer >= 1 ? "ok" : "not ours";
-        if (reply.integer < 0)
+        if (reply.integer < 0) {
             r.held_pttl = held_pttl(reply.integer);
+            r.every_permit_held = every_permit_held(reply.integer);
+        }
         // replicas = N: the WAIT behind a write says how many replicas have it; with fewer,
         // a failover could lose it, so it does not count.
         const int wanted = conn.server().replicas;

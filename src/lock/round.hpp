@@ -37,8 +37,9 @@ struct ServerResult {
     // Failed (AUTH refused), yet the script behind it ran to its end all the same: nothing
     // is left half done by it.
     bool ran_anyway = false;
-    long long held_pttl = -2;      // acquire, held by another owner: its PTTL (-1: no expiry)
-    bool failed_in_round2 = false; // said yes in round 1, then failed writing the fence
+    long long held_pttl = -2;       // acquire, held by another owner: its PTTL (-1: no expiry)
+    bool every_permit_held = false; // --limit: held, and so is every other permit
+    bool failed_in_round2 = false;  // said yes in round 1, then failed writing the fence
     Clock::duration latency{};
 };
 

@@ -65,7 +65,9 @@ inline constexpr auto k_token_check =
 // silent for ARGV[4] ms that still listens on its wake channel is a waiter asleep until its
 // turn, not a dead one: it is woken, and marked (its last attempt set to now + 0.5 ms:
 // attempts write whole ms) so that it is dropped if silent for ARGV[4] ms more (frozen).
-// The three keys expire 10 x ARGV[4] after the last attempt. A head whose last attempt is
+// The three keys expire 10 x ARGV[4] after the last attempt: renewed by an attempt that
+// adds a waiter (a key it creates has no TTL yet) or finds less than 9 x ARGV[4] left, so
+// that most attempts pay one PTTL, not three PEXPIREs. A head whose last attempt is
 // later than the server's TIME (its clock stepped back, or a forged entry) is taken as seen
 // now: a live waiter keeps its place, and a dead one lapses as any other, instead of
 // holding the queue up until that time comes.
@@ -77,14 +79,17 @@ if #KEYS > 3 then first = 7 end
 
 // The --fair parts of both acquire scripts (see above): enrolment and the head-of-queue
 // check before the SET, and leaving the queue after a successful one.
-inline constexpr auto k_fair_enrol = fair_only(
-    join(fragment(R"lua(if #KEYS == 6 then
+inline constexpr auto k_fair_enrol =
+    fair_only(join(fragment(R"lua(if #KEYS == 6 then
 )lua"),
-         indented<k_server_now, 2>,
-         fragment(R"lua(  local patience = tonumber(ARGV[4])
-  if redis.call("zadd", KEYS[4], "NX", ARGV[3], ARGV[5]) == 1 and tonumber(redis.call("get", KEYS[6]) or 0) < tonumber(ARGV[3]) then redis.call("set", KEYS[6], ARGV[3]) end
-  redis.call("zadd", KEYS[5], now, ARGV[5])
-  for i = 4, 6 do redis.call("pexpire", KEYS[i], patience * 10) end
+                   indented<k_server_now, 2>,
+                   fragment(R"lua(  local patience = tonumber(ARGV[4])
+  local fresh = redis.call("zadd", KEYS[4], "NX", ARGV[3], ARGV[5]) == 1
+  if fresh and tonumber(redis.call("get", KEYS[6]) or 0) < tonumber(ARGV[3]) then redis.call("set", KEYS[6], ARGV[3]) end
+  fresh = redis.call("zadd", KEYS[5], now, ARGV[5]) == 1 or fresh
+  if fresh or redis.call("pttl", KEYS[4]) < patience * 9 then
+    for i = 4, 6 do redis.call("pexpire", KEYS[i], patience * 10) end
+  end
   while true do
     local head = redis.call("zrange", KEYS[4], 0, 0)[1]
     if head == nil or head == ARGV[5] then break end
@@ -112,8 +117,9 @@ inline constexpr auto k_fair_enrol = fair_only(
   end
 end
 )lua",
-                  {.calls = {"zadd", "get", "set", "pexpire", "zrange", "zscore", "zrank", "zrem"},
-                   .pcalls = {"pubsub", "publish"}})));
+                            {.calls = {"zadd", "get", "set", "pttl", "pexpire", "zrange", "zscore",
+                                       "zrank", "zrem"},
+                             .pcalls = {"pubsub", "publish"}})));
 // After a successful SET: off the wait list, or out of the --fair queue.
 inline constexpr auto k_fair_leave = fair_only(fragment(R"lua(  if #KEYS == 6 then
     redis.call("zrem", KEYS[4], ARGV[5])
@@ -127,9 +133,18 @@ inline constexpr auto k_waiter_leave = join(
              {.pcalls = {"zrem"}}),
     k_fair_leave);
 
+// What k_acquire_permit_script adds to a "held" reply's PTTL when every permit is held
+// (2^48 ms: some 8900 years, more than any lease).
+inline constexpr long long k_every_permit_held = 1LL << 48;
+
 // An acquire script's "held" reply, -2 - PTTL: the lock's remaining ms (-1: no expiry).
 [[nodiscard]] constexpr long long held_pttl(long long reply) {
-    return -2 - reply;
+    const long long pttl = -2 - reply;
+    return pttl >= k_every_permit_held ? pttl - k_every_permit_held : pttl;
+}
+// Whether a "held" reply says every permit of a --limit name is held.
+[[nodiscard]] constexpr bool every_permit_held(long long reply) {
+    return -2 - reply >= k_every_permit_held;
 }
 
 // The parts both acquire scripts share, around the --fair ones: the SET, and on success
@@ -280,8 +295,9 @@ inline constexpr Script k_renew_script = script(k_renew_text);
 
 // Compare-and-delete of the lock and its metadata (ARGV[1] token). Then, if ARGV[2] names
 // the release channel ({<key>}:released, in the key's hash slot) and the lock is free here
-// (deleted, or never ours here), "released ID" there (`redlock watch`, and waiters of
-// --limit names or of older versions listen), and with ARGV[3], the wake channels' prefix,
+// (deleted, or never ours here), "released ID" there (`redlock watch`, waiters refused
+// their wake channel, and those of older versions listen), and with ARGV[3], the wake
+// channels' prefix,
 // to the first waiters of the wait list and the --fair queue (the last two KEYS; k_wake),
 // marking the first woken on the wait list unless ARGV[4] is "0" (Lock::release: over
 // several servers only the leader marks, as only the leader sees every woken attempt).
@@ -389,6 +405,13 @@ inline constexpr Script k_remove_wrong_type_script = script(k_remove_wrong_type_
 // from ARGV[5]); the fence as k_acquire_script. Expired holders are
 // dropped first, by the server's clock. Held: -2 - PTTL of the permit (or of the plain lock holding
 // the name). Holders with another limit: the error "LIMIT <theirs>".
+// Every permit held (N live holders): no permit is tried, and the reply is -2 -
+// k_every_permit_held - the ms until the first lease ends, so that the client tries no
+// other permit (held_pttl, every_permit_held). A waiter names itself with a sixth KEY, the
+// name's wait list, as a plain lock's waiter does (ARGV[5] its place, ARGV[6] "1" when it
+// may be listed already, ARGV[7] its id; holder fields then from ARGV[8]): it enlists when
+// every permit is held, and leaves with the permit it takes, so that a release wakes the
+// first two waiters (k_wake), not every one.
 inline constexpr auto k_acquire_permit_text =
     compose(k_fence_check,
             fragment(R"lua(local kind = redis.call("type", KEYS[4]).ok
@@ -398,10 +421,17 @@ if kind ~= "zset" and kind ~= "none" then return -2 - redis.call("pttl", KEYS[4]
             k_server_now,
             fragment(R"lua(redis.call("zremrangebyscore", KEYS[4], "-inf", now)
 local limit = tonumber(redis.call("get", KEYS[5]) or "")
-if limit and limit ~= tonumber(ARGV[3]) and redis.call("zcard", KEYS[4]) > 0 then
+local holders = redis.call("zcard", KEYS[4])
+if limit and limit ~= tonumber(ARGV[3]) and holders > 0 then
   return redis.error_reply("LIMIT " .. limit)
 end
+if holders >= tonumber(ARGV[3]) then
+  if #KEYS == 6 and redis.pcall("zadd", KEYS[6], ARGV[5], ARGV[7]) == 1 then redis.pcall("pexpire", KEYS[6], 7200000) end
+  local soonest = tonumber(redis.call("zrange", KEYS[4], 0, 0, "WITHSCORES")[2])
+  return -2 - 281474976710656 - math.max(soonest - now, 0)
+end
 if not redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then return -2 - redis.call("pttl", KEYS[1]) end
+if #KEYS == 6 and ARGV[6] == "1" then redis.pcall("zrem", KEYS[6], ARGV[7]) end
 redis.call("zadd", KEYS[4], now + tonumber(ARGV[2]), ARGV[1])
 local last = redis.call("zrange", KEYS[4], -1, -1, "WITHSCORES")[2]
 redis.call("pexpireat", KEYS[4], last)
@@ -409,15 +439,16 @@ redis.call("set", KEYS[5], ARGV[3])
 redis.call("pexpireat", KEYS[5], last)
 redis.call("del", KEYS[2])
 local reply = redis.call("incr", KEYS[3])
-if #ARGV >= 5 then
-  redis.call("hset", KEYS[2], "fence", reply, unpack(ARGV, 5))
+local first = #KEYS == 6 and 8 or 5
+if #ARGV >= first then
+  redis.call("hset", KEYS[2], "fence", reply, unpack(ARGV, first))
   redis.call("pexpire", KEYS[2], ARGV[2])
 end
 redis.pcall("publish", "{" .. KEYS[4] .. "}:events", "acquired")
 return reply)lua",
                      {.calls = {"zremrangebyscore", "get", "zcard", "set", "pttl", "zadd", "zrange",
                                 "pexpireat", "del", "incr", "hset", "pexpire"},
-                      .pcalls = {"publish"}}));
+                      .pcalls = {"zadd", "pexpire", "zrem", "publish"}}));
 inline constexpr Script k_acquire_permit_script = script(k_acquire_permit_text);
 
 // Renew a permit: as k_renew_script (ARGV[3] the release channel, for a lease cut short),

@@ -491,6 +491,40 @@ TEST_CASE("holders with another limit refuse a permit, until none is left") {
     CHECK(server.command({"GET", "{lock:x}:limit"}) == "5");
 }
 
+TEST_CASE("every permit held: no permit is tried, the reply says so, and a waiter enlists") {
+    using redlock::lock::every_permit_held;
+    using redlock::lock::held_pttl;
+    using redlock::lock::k_acquire_permit_script;
+    RedisServer server;
+    // The script's literal is the constant the client decodes.
+    CHECK(std::string_view(k_acquire_permit_script.source)
+              .find(std::to_string(redlock::lock::k_every_permit_held)) != std::string_view::npos);
+    REQUIRE(take(server, 1, "a", "2") == "1");
+    // One permit of two free: a held one says only its own PTTL.
+    const auto one = std::stoll(take(server, 1, "b", "2"));
+    CHECK_FALSE(every_permit_held(one));
+    REQUIRE(take(server, 2, "b", "2") == "1");
+    // Both held: whichever is asked, "every permit held", with the first lease's end.
+    const auto base = std::string("{lock:x}:permit:1");
+    auto waiter = [&](const std::string& token, const std::string& listed) {
+        return server.command({"EVAL", std::string(k_acquire_permit_script.source), "6", base,
+                               base + ":meta", base + ":fence", "lock:x", "{lock:x}:limit",
+                               "{lock:x}:waiters", token, "60000", "2", "1", "1000", listed, "w1",
+                               "host", "h"});
+    };
+    const auto all = std::stoll(waiter("c", "0"));
+    CHECK(every_permit_held(all));
+    CHECK(held_pttl(all) > 50000);
+    CHECK(held_pttl(all) <= 60000);
+    CHECK(server.command({"ZRANGE", "{lock:x}:waiters", "0", "-1", "WITHSCORES"}) == "[w1, 1000]");
+    // A release frees permit 1: the waiter takes it and leaves the wait list.
+    using redlock::lock::k_release_permit_script;
+    REQUIRE(permit_call(server, k_release_permit_script, 1, {"a"}) == "1");
+    CHECK(waiter("c", "1") == "2");
+    CHECK(server.command({"EXISTS", "{lock:x}:waiters"}) == "0");
+    CHECK(server.command({"HGET", "{lock:x}:permit:1:meta", "host"}) == "h");
+}
+
 TEST_CASE("a permit is not given while a plain lock holds the name") {
     RedisServer server;
     server.command({"SET", "lock:x", "plain", "PX", "60000"});
