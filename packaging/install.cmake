@@ -62,7 +62,7 @@ set(CPACK_GENERATOR DEB)
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 set(CPACK_STRIP_FILES ON)
 
-set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT) # redlock_0.1.0_amd64.deb
+set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT) # redlock_0.4.0_amd64.deb
 set(CPACK_DEBIAN_PACKAGE_SECTION utils)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 set(CPACK_DEBIAN_PACKAGE_SUGGESTS "redis-server")
@@ -97,15 +97,24 @@ else()
   endif()
   list(JOIN redlock_depends ", " CPACK_DEBIAN_PACKAGE_DEPENDS)
 endif()
-# libssl3 is loaded only for rediss:// servers (dlopen: src/redis/tls.hpp), so
-# dpkg-shlibdeps cannot see it; without it everything but TLS works.
-set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "libssl3")
+# libssl3 (or libssl1.1) is loaded only for rediss:// servers (dlopen: src/redis/tls.hpp),
+# so dpkg-shlibdeps cannot see it; without it everything but TLS works.
+set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "libssl3 | libssl1.1")
 
 # `cpack --config CPackSourceConfig.cmake`: a source tarball without build trees.
 set(CPACK_SOURCE_GENERATOR TGZ)
 set(CPACK_SOURCE_IGNORE_FILES "/\\\\.git/" "/build[^/]*/" "\\\\.configure\\\\.log$" "__pycache__")
 
 include(CPack)
+
+# The release packages' metadata (scripts/release.sh): the same names, version and
+# description as above; release.sh fills in what depends on the architecture.
+if(REDLOCK_PORTABLE)
+  string(REPLACE "\n" "\n " REDLOCK_DEB_DESCRIPTION " ${CPACK_DEBIAN_PACKAGE_DESCRIPTION}")
+  set(REDLOCK_RPM_DESCRIPTION "${CPACK_DEBIAN_PACKAGE_DESCRIPTION}")
+  configure_file(${CMAKE_CURRENT_LIST_DIR}/release/control.in release/control @ONLY)
+  configure_file(${CMAKE_CURRENT_LIST_DIR}/release/redlock.spec.in release/redlock.spec @ONLY)
+endif()
 
 if(REDLOCK_BUILD_TESTS)
   include(${CMAKE_CURRENT_LIST_DIR}/tests.cmake)

@@ -22,6 +22,9 @@ packages=(
     hyperfine valgrind time strace
     # packaging tests
     dpkg-dev fakeroot groff man-db bash-completion zsh fish lintian
+    # release artifacts (scripts/release.sh) and their tests: the aarch64 cross compiler,
+    # rpm, Debian roots to run the binaries in, qemu for aarch64
+    ninja-build g++-aarch64-linux-gnu rpm rpmlint debootstrap qemu-user-static file
 )
 
 missing=()

@@ -32,7 +32,7 @@ namespace {
 
 namespace log = util::log;
 
-// TLS is built in; whether it can be used depends on libssl.so.3 being installed.
+// TLS is built in; whether it can be used depends on libssl.so.3 or .1.1 being installed.
 std::string version_text() {
     auto tls = redis::tls::library_version();
     return util::format("redlock {} (hiredis {}.{}.{}, TLS: {})\n", util::k_version, HIREDIS_MAJOR,
@@ -295,9 +295,26 @@ util::Expected<RunOptions> make_run_options(const RunArgs& args, const config::C
     return options;
 }
 
-// NAME as a positional argument or as -k NAME, the same option run uses.
+// A NAME word that is no lock name, thrown out of CLI11's parse (parse_with_cli11).
+struct NameRefused {
+    util::Error error;
+};
+
+// NAME as a positional argument or as -k NAME, the same option run uses. Each word is one
+// name, checked as typed: CLI11 reads a word "[a,b]" given to a list of positionals as the
+// names a and b (`release '[prod]'` released prod). Its validator sees the word before
+// that, with validate_positionals(); a bad name is a usage error then and there.
 void add_name_options(CLI::App* cmd, CommandArgs& args) {
-    cmd->add_option("name", args.names)->type_name("NAME");
+    cmd->validate_positionals();
+    cmd->add_option("name", args.names)
+        ->type_name("NAME")
+        ->check(CLI::Validator(
+            [](std::string& word) -> std::string {
+                if (auto ok = lock::validate_name(word); !ok)
+                    throw NameRefused{ok.error()};
+                return {};
+            },
+            "NAME"));
     cmd->add_option("-k,--key", args.keys)
         ->type_name("NAME")
         ->allow_extra_args(false)
@@ -478,6 +495,9 @@ util::Error unexpected_word(int argc, char** argv, const std::vector<std::string
         std::string_view word(argv[i]);
         if (std::ranges::find(extras, word) == extras.end())
             continue;
+        // The value of an -s is no extra, even when the extra is the same URL again.
+        if (std::string_view after(argv[i - 1]); i >= 2 && (after == "-s" || after == "--server"))
+            continue;
         std::string message = util::format("unexpected argument '{}'", word);
         std::string_view before = i >= 3 ? argv[i - 2] : "";
         if (word.find("://") != std::string_view::npos && (before == "-s" || before == "--server"))
@@ -576,6 +596,8 @@ std::expected<CommandLine, int> parse_with_cli11(int argc, char** argv) {
 
     try {
         app.parse(argc, argv);
+    } catch (const NameRefused& refused) {
+        return std::unexpected(report(refused.error));
     } catch (const CLI::CallForHelp&) {
         return std::unexpected(print_help(chosen));
     } catch (const CLI::CallForAllHelp&) {

@@ -24,8 +24,14 @@ namespace {
 using Millis = std::chrono::milliseconds;
 namespace log = util::log;
 
-std::string iso(long long ms) {
-    return util::format_utc_timestamp(util::UtcMillis(Millis(ms)));
+// A time from the servers, or "-" when unknown (lock::HistoryEntry).
+std::string iso(std::optional<long long> ms) {
+    return ms ? util::format_utc_timestamp(util::UtcMillis(Millis(*ms))) : "-";
+}
+
+// A duration from the servers, "-" when unknown.
+std::string duration_text(std::optional<long long> ms) {
+    return ms ? human_duration(Millis(*ms)) : "-";
 }
 
 // "by root@host (pid 42)" for a skip or a force release, when known.
@@ -44,7 +50,8 @@ std::string outcome_text(const lock::HistoryEntry& e) {
     if (e.outcome == "skipped-slot")
         return by.empty() ? "skipped: slot already run" : "skipped: slot already run by " + by;
     if (e.outcome == "gave-up")
-        return util::format("gave up after {}", human_duration(Millis(e.waited_ms)));
+        return e.waited_ms ? util::format("gave up after {}", human_duration(Millis(*e.waited_ms)))
+                           : "gave up";
     if (e.outcome == "force-released")
         return by.empty() ? "force-released" : "force-released by " + by;
     if (e.outcome == "force-release")
@@ -63,22 +70,24 @@ std::string outcome_text(const lock::HistoryEntry& e) {
 }
 
 bool held(const lock::HistoryEntry& e) {
-    return e.held_ms > 0 || e.fence.has_value();
+    return e.held_ms.value_or(0) > 0 || e.fence.has_value();
 }
 
 // One line per run: a bar over the window the runs shown span, '.' waiting, '#' holding,
-// '|' a run that did not hold (skipped, gave up) at its end.
+// '|' a run that did not hold (skipped, gave up) at its end; blank when its start is unknown.
 std::string timeline(const lock::HistoryEntry& e, long long from, long long to, size_t width) {
     std::string bar(width, ' ');
+    if (!e.started_ms)
+        return "[" + bar + "]";
     const double span = static_cast<double>(std::max<long long>(to - from, 1));
     auto column = [&](long long ms) {
         auto c = static_cast<long long>(static_cast<double>(ms - from) / span *
                                         static_cast<double>(width - 1));
         return static_cast<size_t>(std::clamp<long long>(c, 0, static_cast<long long>(width) - 1));
     };
-    const long long acquired = e.started_ms + e.waited_ms;
-    const long long end = acquired + e.held_ms;
-    for (size_t c = column(e.started_ms); c < column(acquired); ++c)
+    const long long acquired = *e.started_ms + e.waited_ms.value_or(0);
+    const long long end = acquired + e.held_ms.value_or(0);
+    for (size_t c = column(*e.started_ms); c < column(acquired); ++c)
         bar[c] = '.';
     if (held(e)) {
         for (size_t c = column(acquired); c <= column(end); ++c)
@@ -93,8 +102,10 @@ std::string table(const std::vector<lock::HistoryEntry>& runs, bool bars) {
     long long from = 0;
     long long to = 0;
     for (const auto& e : runs) {
-        const long long end = e.started_ms + e.waited_ms + e.held_ms;
-        from = from == 0 ? e.started_ms : std::min(from, e.started_ms);
+        if (!e.started_ms)
+            continue;
+        const long long end = *e.started_ms + e.waited_ms.value_or(0) + e.held_ms.value_or(0);
+        from = from == 0 ? *e.started_ms : std::min(from, *e.started_ms);
         to = std::max(to, end);
     }
     std::string out =
@@ -102,14 +113,13 @@ std::string table(const std::vector<lock::HistoryEntry>& runs, bool bars) {
                      bars ? util::format("{:<26}  ", "TIMELINE") : std::string(), "STARTED (UTC)",
                      "HOST", "PID", "USER", "WAITED", "HELD", "FENCE", "OUTCOME / COMMAND");
     for (const auto& e : runs) {
-        out += util::format("{}{:<24}  {:<16} {:>7}  {:<10} {:>7} {:>7} {:>6}  {}: {}\n",
-                            bars ? timeline(e, from, to, 24) + "  " : std::string(),
-                            iso(e.started_ms), util::clip(util::printable(e.host), 16), e.pid,
-                            util::clip(util::printable(e.user), 10),
-                            e.waited_ms > 0 ? human_duration(Millis(e.waited_ms)) : "-",
-                            held(e) ? human_duration(Millis(e.held_ms)) : "-",
-                            e.fence ? std::to_string(*e.fence) : "-",
-                            util::printable(outcome_text(e)), util::printable(e.command));
+        out += util::format(
+            "{}{:<24}  {:<16} {:>7}  {:<10} {:>7} {:>7} {:>6}  {}: {}\n",
+            bars ? timeline(e, from, to, 24) + "  " : std::string(), iso(e.started_ms),
+            util::clip(util::printable(e.host), 16), e.pid, util::clip(util::printable(e.user), 10),
+            e.waited_ms != 0 ? duration_text(e.waited_ms) : "-",
+            held(e) ? duration_text(e.held_ms) : "-", e.fence ? std::to_string(*e.fence) : "-",
+            util::printable(outcome_text(e)), util::printable(e.command));
     }
     return out;
 }
@@ -119,7 +129,7 @@ std::string table(const std::vector<lock::HistoryEntry>& runs, bool bars) {
 void write_history_run(util::JsonWriter& json, const lock::HistoryEntry& e) {
     json.begin_object()
         .field("run", e.run)
-        .field("started_at", iso(e.started_ms))
+        .field("started_at", e.started_ms ? std::optional(iso(e.started_ms)) : std::nullopt)
         .field("host", e.host)
         .field("pid", e.pid)
         .field("user", e.user)
@@ -127,7 +137,7 @@ void write_history_run(util::JsonWriter& json, const lock::HistoryEntry& e) {
         .field("outcome", e.outcome)
         .field("exit_status", e.exit_status)
         .field("waited_ms", e.waited_ms)
-        .field("held_ms", held(e) ? std::optional<long long>(e.held_ms) : std::nullopt)
+        .field("held_ms", held(e) ? e.held_ms : std::nullopt)
         .field("fence", e.fence);
     json.key("by");
     if (e.by_host || e.by_pid)
@@ -145,7 +155,7 @@ void write_history_run(util::JsonWriter& json, const lock::HistoryEntry& e) {
 std::string history_last_text(const lock::HistoryEntry& e) {
     return util::printable(util::format(
         "{}, {}@{} (pid {}) at {}{}", outcome_text(e), e.user, e.host, e.pid, iso(e.started_ms),
-        held(e) ? ", held " + human_duration(Millis(e.held_ms)) : std::string()));
+        held(e) ? ", held " + duration_text(e.held_ms) : std::string()));
 }
 
 int history_command(const HistoryOptions& options, const config::Config& config) {
@@ -166,10 +176,18 @@ int history_command(const HistoryOptions& options, const config::Config& config)
     }
     for (const auto& f : read.failures)
         log::note("history of '{}' not read on {}", options.name, f);
+    if (read.skipped > 0)
+        log::note("history of '{}': {} {} passed over (not a run's, or larger than {} KB: "
+                  "written by another client)",
+                  options.name, read.skipped, read.skipped == 1 ? "entry" : "entries",
+                  lock::k_max_history_entry >> 10);
     if (options.since) {
         const auto now = std::chrono::floor<Millis>(std::chrono::system_clock::now());
         const long long from = now.time_since_epoch().count() - options.since->count();
-        std::erase_if(read.runs, [&](const lock::HistoryEntry& e) { return e.started_ms < from; });
+        // (A run whose start is unknown is not known to be recent.)
+        std::erase_if(read.runs, [&](const lock::HistoryEntry& e) {
+            return !e.started_ms || *e.started_ms < from;
+        });
     }
     std::string out;
     if (options.json) {
@@ -177,7 +195,7 @@ int history_command(const HistoryOptions& options, const config::Config& config)
         json.begin_object().field("name", options.name).key("runs").begin_array();
         for (const auto& e : read.runs)
             write_history_run(json, e);
-        json.end_array().end_object();
+        json.end_array().field("skipped", read.skipped).end_object();
         out = json.str();
     } else if (read.runs.empty()) {
         out = util::format("{}: no runs recorded{}\n", options.name,

@@ -30,7 +30,10 @@ std::optional<monitor::NotifyObserver> notify_observer(const RunOptions& options
         return std::nullopt;
     std::string why_not;
     auto socket = monitor::NotifySocket::from_environment(why_not);
-    const auto watchdog = monitor::NotifySocket::watchdog_interval();
+    std::string watchdog_why_not;
+    const auto watchdog = monitor::NotifySocket::watchdog_interval(watchdog_why_not);
+    if (socket && !watchdog_why_not.empty())
+        util::log::verbose("{}", watchdog_why_not);
     if (!options.notify_passthrough)
         ::unsetenv("NOTIFY_SOCKET");
     ::unsetenv("WATCHDOG_USEC");

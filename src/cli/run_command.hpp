@@ -27,7 +27,7 @@ struct RunOptions {
     // --once-per: at most one run of NAME per slot of this length, on the servers' clock.
     std::optional<std::chrono::milliseconds> once_per;
     size_t limit = 1; // --limit: holders at once (a semaphore above 1)
-    // Monitoring (README "Monitoring"): where the metrics go (a file, or a file per name in a
+    // Monitoring (docs/monitoring.md): where the metrics go (a file, or a file per name in a
     // directory; empty for none), the --events target, the --on-lost command (empty: none)
     // and its time bound, and whether PROGRAM gets $NOTIFY_SOCKET.
     std::string metrics_file;

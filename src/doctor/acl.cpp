@@ -257,6 +257,8 @@ std::vector<AclProbe> acl_dryrun_probes(const ProbeKeys& k, const config::Server
     add(history, {"XTRIM", k.history, "MINID", "0"});
     add(history, {"PEXPIRE", k.history, k_ttl});
     add(history, {"HMGET", k.meta, "token"});
+    add(history,
+        script(lock::k_history_page_script, {k.history}, {"+", "1", "65536", "65536", ""}));
     add(history, {"XREVRANGE", k.history, "+", "-", "COUNT", "1"});
     add(watch, {"PSUBSCRIBE", "{" + k.prefix + "*}:released", "{" + k.prefix + "*}:events"});
     add(watch, {"SUBSCRIBE", k.events}); // a running holder (job/supervise.cpp)
@@ -309,7 +311,11 @@ std::vector<AclProbe> acl_probe_round1(const ProbeKeys& k, const config::ServerC
                           {"run", token, "1", k_ttl, "0", "0", "run", "redlock-doctor"}),
                    calls_of(lock::k_history_script),
                    {k.history, k.lock, k.meta}});
-    out.push_back({history, {"XREVRANGE", k.history, "+", "-", "COUNT", "1"}, {}, {k.history}});
+    out.push_back(
+        {history,
+         script(lock::k_history_page_script, {k.history}, {"+", "1", "65536", "65536", ""}),
+         calls_of(lock::k_history_page_script),
+         {k.history}});
     out.push_back({watch, {"ZCARD", k.queue}, {}, {k.queue}});
     out.push_back({watch, {"ZCARD", k.waiters}, {}, {k.waiters}});
     // The events channel (PSUBSCRIBE itself can only be tried by subscribing); `watch`

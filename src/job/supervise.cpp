@@ -50,7 +50,7 @@ class Supervisor {
             // start once PROGRAM has been signalled) say when to wake them.
             m_tick_at = m_observer.tick(now);
 
-            if (!m_listen && !m_lost && !m_program_status && now >= m_listen_at)
+            if (!m_lost && !m_program_status && now >= m_listen_at && !listening())
                 listen();
 
             fds.clear();
@@ -111,7 +111,19 @@ class Supervisor {
     // nothing for it.
     static constexpr Millis k_listen_after{100};
 
+    // Subscribed (or subscribing) on every server it can be.
+    [[nodiscard]] bool listening() const {
+        return m_listen && !m_listen->lost() && !m_listen->incomplete();
+    }
+
+    // Again when a subscription was lost (a server restarted, CLIENT KILL) or could not be
+    // made, at most once a second: a notice missed meanwhile is the next renewal's to find.
     void listen() {
+        m_listen_at = Clock::now() + 1s;
+        if (m_listen) {
+            m_listen->start_subscribe();
+            return;
+        }
         std::vector<config::ServerConfig> servers;
         for (const auto& c : m_lock.connections())
             servers.push_back(c.server());
@@ -119,26 +131,48 @@ class Supervisor {
             servers.erase(servers.begin() +
                           static_cast<std::ptrdiff_t>(util::random_index(servers.size())));
         m_listen.emplace(servers, m_lock.events_channel());
+        m_listen->only_forced_about(lock::release_id(m_lock.token()));
         m_listen->start_subscribe();
     }
 
-    // A "forced" notice on our lock's events channel while we hold it: someone released it
-    // by force. A renewal now says whether it is still ours.
+    void start_renewal(Clock::time_point now) {
+        m_lock.start_renewal(now);
+        m_renewal_started = now;
+    }
+
+    // A "forced" notice about our token on our lock's events channel while we hold it:
+    // someone released it by force, or says so (anyone may publish there). A renewal
+    // started now says whether it is still ours; until then who is only a claim.
     void on_notice(Clock::time_point now) {
         if (m_lost || m_program_status)
             return;
+        if (auto who = m_listen->take_forced_by()) {
+            m_forcer = std::move(who);
+            m_forcer_heard = now;
+        }
         log::verbose("'{}': a release was announced; checking the lock", m_name);
         if (!m_lock.renewal_in_flight()) {
-            m_lock.start_renewal(now);
+            start_renewal(now);
             check_renewal(now);
         }
     }
 
-    // Why the lock is not ours any more: released by force (the notice says by whom), or
-    // simply gone.
+    // A renewal renewed: a forcer heard before it started is forgotten (the notice was
+    // false); one heard since it started needs another look, at once.
+    void judge_forcer(Clock::time_point now) {
+        if (!m_forcer)
+            return;
+        if (m_renewal_started >= m_forcer_heard)
+            m_forcer.reset();
+        else
+            m_next_renewal = now;
+    }
+
+    // Why the lock is not ours any more: released by force (a notice about our token said
+    // by whom), or simply gone.
     std::string not_ours_why() {
-        if (m_listen && m_listen->forced_by()) {
-            const auto& by = *m_listen->forced_by();
+        if (m_forcer) {
+            const auto& by = *m_forcer;
             lock::Holder who;
             who.host = by.host;
             who.pid = static_cast<long>(by.pid);
@@ -213,7 +247,7 @@ class Supervisor {
         auto wake = std::min(now + 60s, m_tick_at);
         if (!m_lost) {
             wake = std::min(wake, term_at());
-            if (!m_listen && !m_program_status)
+            if (!listening() && !m_program_status)
                 wake = std::min(wake, m_listen_at);
             else if (m_listen)
                 if (auto d = redis::earliest_deadline(m_listen->connecting()))
@@ -244,7 +278,7 @@ class Supervisor {
             if (now >= term_at()) {
                 lose(now, ran_out_why(), false);
             } else if (!m_lock.renewal_in_flight() && now >= m_next_renewal) {
-                m_lock.start_renewal(now);
+                start_renewal(now);
                 check_renewal(now); // a connect failure may decide it at once
             }
         }
@@ -286,6 +320,7 @@ class Supervisor {
             m_watchdog.update(term_at(), kill_at());
             m_observer.renewed(m_lock.last_round());
             schedule_renewal(now);
+            judge_forcer(now);
             return;
         case lock::RenewStatus::not_ours: {
             auto why = not_ours_why();
@@ -388,6 +423,9 @@ class Supervisor {
     std::optional<redis::Subscription> m_listen;
     Clock::time_point m_listen_at = Clock::now() + k_listen_after;
     std::optional<lock::Holder> m_forced_by;
+    std::optional<redis::Subscription::Forcer> m_forcer; // heard, not yet confirmed
+    Clock::time_point m_forcer_heard{};
+    Clock::time_point m_renewal_started{};
     Clock::time_point m_next_renewal;
     bool m_renewal_failing = false;
 

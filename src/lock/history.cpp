@@ -10,6 +10,7 @@
 #include "redis/fanout.hpp"
 #include "redis/reply.hpp"
 #include "util/format.hpp"
+#include "util/timestamp.hpp"
 
 namespace redlock::lock {
 
@@ -34,7 +35,7 @@ parse_history_entry(const std::vector<std::pair<std::string, std::string>>& fiel
             e.run = value;
             has_run = !value.empty();
         } else if (name == "started_ms") {
-            e.started_ms = number(value).value_or(0);
+            e.started_ms = util::plausible_ms(number(value));
         } else if (name == "host") {
             e.host = value;
         } else if (name == "pid") {
@@ -49,9 +50,9 @@ parse_history_entry(const std::vector<std::pair<std::string, std::string>>& fiel
             if (auto n = number(value); n && *n >= 0 && *n <= 255)
                 e.exit_status = static_cast<int>(*n);
         } else if (name == "waited_ms") {
-            e.waited_ms = number(value).value_or(0);
+            e.waited_ms = util::plausible_ms(number(value));
         } else if (name == "held_ms") {
-            e.held_ms = number(value).value_or(0);
+            e.held_ms = util::plausible_ms(number(value));
         } else if (name == "fence") {
             e.fence = number(value);
         } else if (name == "by_host") {
@@ -92,59 +93,122 @@ std::string history_command(const Keys& keys, const std::string& token,
     return redis::encode_command(argv);
 }
 
+namespace {
+
+// Where one server's reading is: the page to ask for next.
+struct Cursor {
+    std::string from = "+"; // read back from this id (inclusive)
+    std::string last;       // the previous page's last id, not returned again
+    size_t runs = 0;        // runs read
+    bool done = false;
+};
+
+std::string page_call(const Keys& keys, const Cursor& cursor, size_t count, bool by_sha) {
+    // One more when the first will be the last page's last, which is not returned.
+    const auto n = std::to_string(
+        std::min(count - cursor.runs + (cursor.last.empty() ? 0 : 1), k_history_page_entries));
+    return script_call(k_history_page_script, by_sha, {keys.history},
+                       {cursor.from, n, std::to_string(k_max_history_entry),
+                        std::to_string(k_max_history_page), cursor.last});
+}
+
+// Why server `c` could not be read, or nullopt when `reply` can be.
+std::optional<std::string> unreadable(const redis::Connection& c, const Keys& keys,
+                                      HistoryRead& out) {
+    const auto& outcome = c.outcome();
+    if (!outcome || outcome->failure || !outcome->reply) {
+        out.auth_error |=
+            outcome && outcome->failure && outcome->failure->kind == redis::FailureKind::auth;
+        return util::format("{}: {}", c.name(),
+                            outcome && outcome->failure ? outcome->failure->detail : "no answer");
+    }
+    const redisReply& reply = *outcome->reply;
+    if (redis::is_error(reply)) {
+        out.auth_error |= redis::is_auth_error(reply);
+        if (redis::error_code(redis::text(reply)) == redis::ErrorCode::wrongtype ||
+            redis::text(reply).find("WRONGTYPE") != std::string_view::npos)
+            return util::format("{}: {} is not a history (a key of another type)", c.name(),
+                                keys.history);
+        return util::format("{}: {}", c.name(), redis::text(reply));
+    }
+    if (reply.type != REDIS_REPLY_ARRAY || reply.elements != 2 ||
+        reply.element[0]->type != REDIS_REPLY_INTEGER ||
+        reply.element[1]->type != REDIS_REPLY_ARRAY)
+        return util::format("{}: unexpected reply {}", c.name(), redis::describe(reply));
+    return std::nullopt;
+}
+
+} // namespace
+
 HistoryRead read_history(std::span<redis::Connection> conns, const Keys& keys, size_t count) {
-    const auto n = std::to_string(std::max<size_t>(count, 1));
-    const std::array<std::string_view, 6> argv{"XREVRANGE", keys.history, "+", "-", "COUNT", n};
-    redis::request_all(conns, redis::encode_command(argv));
+    count = std::max<size_t>(count, 1);
     HistoryRead out;
     std::map<std::string, HistoryEntry> by_run;
-    for (const auto& c : conns) {
-        const auto& outcome = c.outcome();
-        if (!outcome || outcome->failure || !outcome->reply) {
-            out.failures.push_back(
-                util::format("{}: {}", c.name(),
-                             outcome && outcome->failure ? outcome->failure->detail : "no answer"));
-            out.auth_error |=
-                outcome && outcome->failure && outcome->failure->kind == redis::FailureKind::auth;
-            continue;
-        }
-        const redisReply& reply = *outcome->reply;
-        if (redis::is_error(reply)) {
-            out.auth_error |= redis::is_auth_error(reply);
-            const bool wrong = redis::error_code(redis::text(reply)) == redis::ErrorCode::wrongtype;
-            out.failures.push_back(
-                wrong ? util::format("{}: {} is not a history (a key of another type)", c.name(),
-                                     keys.history)
-                      : util::format("{}: {}", c.name(), redis::text(reply)));
-            continue;
-        }
-        ++out.answered;
-        if (reply.type != REDIS_REPLY_ARRAY)
-            continue;
-        // [[id, [field, value, ...]], ...]
-        for (size_t i = 0; i < reply.elements; ++i) {
-            const redisReply& item = *reply.element[i];
-            if (item.type != REDIS_REPLY_ARRAY || item.elements != 2 ||
-                item.element[1]->type != REDIS_REPLY_ARRAY)
+    std::vector<Cursor> cursors(conns.size());
+    for (;;) {
+        auto now = redis::Clock::now();
+        bool asked = false;
+        for (size_t i = 0; i < conns.size(); ++i)
+            if (!cursors[i].done) {
+                conns[i].start(page_call(keys, cursors[i], count, true),
+                               page_call(keys, cursors[i], count, false), now);
+                asked = true;
+            }
+        if (!asked)
+            break;
+        (void)redis::wait(conns, [] { return false; });
+        for (size_t i = 0; i < conns.size(); ++i) {
+            auto& cursor = cursors[i];
+            if (cursor.done)
                 continue;
-            const redisReply& list = *item.element[1];
-            std::vector<std::pair<std::string, std::string>> fields;
-            for (size_t j = 0; j + 1 < list.elements; j += 2)
-                fields.emplace_back(std::string(redis::text(*list.element[j])),
-                                    std::string(redis::text(*list.element[j + 1])));
-            auto entry = parse_history_entry(fields);
-            if (!entry)
+            if (auto why = unreadable(conns[i], keys, out)) {
+                out.failures.push_back(std::move(*why)); // what it gave so far is kept
+                cursor.done = true;
                 continue;
-            // The same run written to several servers: one entry, the earliest start (the
-            // servers' clocks differ a little).
-            auto [it, inserted] = by_run.emplace(entry->run, *entry);
-            if (!inserted && entry->started_ms < it->second.started_ms)
-                it->second.started_ms = entry->started_ms;
+            }
+            const redisReply& reply = *conns[i].outcome()->reply;
+            const redisReply& page = *reply.element[1];
+            // [[id, [field, value, ...]] or [id] (too large), ...]
+            for (size_t e = 0; e < page.elements; ++e) {
+                const redisReply& item = *page.element[e];
+                if (item.type != REDIS_REPLY_ARRAY || item.elements == 0 ||
+                    item.element[0]->type != REDIS_REPLY_STRING)
+                    continue;
+                cursor.last = redis::text(*item.element[0]);
+                std::optional<HistoryEntry> entry;
+                if (item.elements == 2 && item.element[1]->type == REDIS_REPLY_ARRAY) {
+                    const redisReply& list = *item.element[1];
+                    std::vector<std::pair<std::string, std::string>> fields;
+                    for (size_t j = 0; j + 1 < list.elements; j += 2)
+                        fields.emplace_back(std::string(redis::text(*list.element[j])),
+                                            std::string(redis::text(*list.element[j + 1])));
+                    entry = parse_history_entry(fields);
+                }
+                if (!entry) {
+                    ++out.skipped;
+                    continue;
+                }
+                ++cursor.runs;
+                // The same run written to several servers: one entry, the earliest start
+                // (the servers' clocks differ a little).
+                auto [it, inserted] = by_run.emplace(entry->run, *entry);
+                if (!inserted && entry->started_ms &&
+                    (!it->second.started_ms || *entry->started_ms < *it->second.started_ms))
+                    it->second.started_ms = entry->started_ms;
+            }
+            const bool more = reply.element[0]->integer == 1 && page.elements > 0;
+            if (!more || cursor.runs >= count) {
+                cursor.done = true;
+                ++out.answered;
+            } else {
+                cursor.from = cursor.last;
+            }
         }
     }
     for (auto& [run, entry] : by_run)
         out.runs.push_back(std::move(entry));
     std::ranges::sort(out.runs, [](const HistoryEntry& a, const HistoryEntry& b) {
+        // (An unknown start is older than any.)
         return a.started_ms != b.started_ms ? a.started_ms > b.started_ms : a.run > b.run;
     });
     if (out.runs.size() > count)

@@ -43,15 +43,17 @@ struct HistoryRecord {
 // One run as read back.
 struct HistoryEntry {
     std::string run; // the run's id: the same on every server it was written to
-    long long started_ms = 0;
+    // Times as the servers or another client wrote them: nullopt when missing or past
+    // belief (util::plausible_ms), shown as unknown.
+    std::optional<long long> started_ms;
     std::string host;
     long long pid = 0;
     std::string user;
     std::string command;
     std::string outcome;
     std::optional<int> exit_status;
-    long long waited_ms = 0;
-    long long held_ms = 0;
+    std::optional<long long> waited_ms;
+    std::optional<long long> held_ms;
     std::optional<long long> fence;
     // Who caused a skip or a force release, when known.
     std::optional<std::string> by_host;
@@ -64,6 +66,9 @@ struct HistoryEntry {
 struct HistoryRead {
     std::vector<HistoryEntry> runs; // newest first, one per run
     size_t answered = 0;            // servers read
+    // Entries passed over, on all the servers read: larger than k_max_history_entry, or
+    // not a run's (another client's).
+    size_t skipped = 0;
     // Servers that could not be read, or whose history key is not one ("server: why").
     std::vector<std::string> failures;
     bool auth_error = false; // some server refused our credentials or permissions
@@ -75,8 +80,18 @@ struct HistoryRead {
 [[nodiscard]] std::string history_command(const Keys& keys, const std::string& token,
                                           const HistoryRecord& record);
 
+// An entry larger than this (k_history_page_script's cost: 96 + 32 a field or value +
+// their bytes) is another client's: a run's is a few hundred bytes, its command clipped
+// at 1 KB. It is passed over, unread.
+inline constexpr size_t k_max_history_entry = size_t{64} << 10;
+// What one page of the history may cost: with k_max_history_entry, no reply passes the
+// reader's bounds (redis/reader.hpp: elements and bytes).
+inline constexpr size_t k_max_history_page = size_t{1} << 20;
+inline constexpr size_t k_history_page_entries = 1000;
+
 // The last `count` runs of the name whose keys are `keys`, read from every server (each up
-// to its timeouts) and merged by run.
+// to its timeouts, in pages of at most k_history_page_entries, until `count` runs or the
+// end) and merged by run.
 [[nodiscard]] HistoryRead read_history(std::span<redis::Connection> conns, const Keys& keys,
                                        size_t count);
 

@@ -16,6 +16,7 @@
 #include "lock/scripts.hpp"
 #include "redis/fanout.hpp"
 #include "util/format.hpp"
+#include "util/timestamp.hpp"
 
 namespace redlock::lock {
 
@@ -42,19 +43,23 @@ std::optional<long long> number_field(const std::map<std::string, std::string>& 
     return value;
 }
 
-// A slot record as k_claim_slot_script writes it; nullopt when absent or not one.
+// A slot record as k_claim_slot_script writes it; nullopt when absent or not one: its
+// times (the slot's start, slot * slot_ms, included) are on the servers' clock, so one
+// past util::plausible_ms was not written by a run.
 std::optional<LastRun> parse_last_run(const redisReply& reply) {
     auto fields = hash_fields(reply);
-    auto slot = number_field(fields, "slot");
-    auto slot_ms = number_field(fields, "slot_ms");
-    auto started = number_field(fields, "started_ms");
-    if (!slot || !slot_ms || !started || *slot_ms <= 0)
+    auto slot = util::plausible_ms(number_field(fields, "slot"));
+    auto slot_ms = util::plausible_ms(number_field(fields, "slot_ms"));
+    auto started = util::plausible_ms(number_field(fields, "started_ms"));
+    auto ended = number_field(fields, "ended_ms");
+    if (!slot || !slot_ms || !started || *slot_ms <= 0 || *slot > util::k_max_unix_ms / *slot_ms ||
+        (ended && !util::plausible_ms(*ended)))
         return std::nullopt;
     LastRun run;
     run.slot = *slot;
     run.slot_ms = *slot_ms;
     run.started_ms = *started;
-    run.ended_ms = number_field(fields, "ended_ms");
+    run.ended_ms = ended;
     if (auto status = number_field(fields, "status"); status && *status >= 0 && *status <= 255)
         run.status = static_cast<int>(*status);
     if (auto who = parse_holder(fields, fields["token"]))
@@ -92,6 +97,13 @@ bool is_wrong_type(const redis::Connection& conn) {
     const auto& outcome = conn.outcome();
     return outcome && !outcome->failure && outcome->reply && redis::is_error(*outcome->reply) &&
            redis::error_code(redis::text(*outcome->reply)) == redis::ErrorCode::wrongtype;
+}
+
+// A key's PTTL as shown and used: -1 (no expiry), -2 (none), or at most a century, so that a
+// deadline on steady_clock (nanoseconds: 292 years) drawn from it cannot overflow.
+long long plausible_pttl(long long pttl) {
+    constexpr long long k_century_ms = 100LL * 365 * 24 * 3600 * 1000;
+    return std::clamp(pttl, -2LL, k_century_ms);
 }
 
 // A SCAN cursor is an unsigned decimal number; anything else is a protocol error.
@@ -188,7 +200,7 @@ LockView read_lock(std::span<redis::Connection> conns, std::string_view name, co
             const redisReply* token = reply->element[0];
             if (token->type == REDIS_REPLY_STRING) {
                 sv.token = std::string(redis::text(*token));
-                sv.ttl_ms = reply->element[1]->integer;
+                sv.ttl_ms = plausible_pttl(reply->element[1]->integer);
                 const auto fields = hash_fields(*reply->element[2]);
                 const auto owner = fields.find("token");
                 if (auto it = fields.find("fence");
@@ -250,7 +262,7 @@ LockView read_lock(std::span<redis::Connection> conns, std::string_view name, co
                 continue;
             const auto& outcome = conns[i].outcome();
             if (outcome && outcome->reply && outcome->reply->type == REDIS_REPLY_INTEGER)
-                sv.ttl_ms = outcome->reply->integer;
+                sv.ttl_ms = plausible_pttl(outcome->reply->integer);
             ttls.push_back(sv.ttl_ms);
         }
         if (view.state != LockState::held && ttls.size() >= majority) {
@@ -472,11 +484,15 @@ size_t force_release(std::span<redis::Connection> conns, const LockView& view,
     // A semaphore: every permit shown held is released as its holder would (which also
     // takes it out of the name's set); the set itself, with the limit, then goes below.
     const auto keys = Keys::of_lock_key(view.key);
-    // Its running holder hears "forced", and who did it, on the events channel (it listens
-    // there, job/supervise.cpp; `watch` too), in the same write as the release.
-    const std::string forced = util::format("forced - {} {} {}", by.host, by.pid, by.user);
-    const std::array<std::string_view, 3> publish{"PUBLISH", keys.events, forced};
-    const std::string notice = redis::encode_command(publish);
+    // Its running holder hears "forced ID", and who did it, on the events channel (it
+    // listens there, job/supervise.cpp; `watch` too), in the same write as the release. ID
+    // names the token released (release_id): a holder believes a notice about its own.
+    auto notice = [&](std::string_view token) {
+        const std::string forced =
+            util::format("forced {} {} {} {}", release_id(token), by.host, by.pid, by.user);
+        const std::array<std::string_view, 3> publish{"PUBLISH", keys.events, forced};
+        return redis::encode_command(publish);
+    };
     std::vector<bool> released(conns.size(), false); // a permit, on each server
     for (size_t p = 0; p < view.permits.size(); ++p) {
         const auto& permit = view.permits[p];
@@ -488,7 +504,7 @@ size_t force_release(std::span<redis::Connection> conns, const LockView& view,
                                                      {pk.lock, pk.meta, pk.fence, keys.lock,
                                                       keys.limit, keys.waiters, keys.queue},
                                                      {*token, keys.released, keys.wake}) +
-                                             notice,
+                                             notice(*token),
                                          1, now);
         (void)redis::wait(conns, [] { return false; });
         for (size_t i = 0; i < conns.size() && i < permit.servers.size(); ++i) {
@@ -527,7 +543,7 @@ size_t force_release(std::span<redis::Connection> conns, const LockView& view,
             script_call(k_release_script, false,
                         {keys.lock, keys.meta, keys.fence, keys.waiters, keys.queue},
                         {*token, keys.released, keys.wake}) +
-            notice;
+            notice(*token);
         if (by.record)
             request += history_command(keys, *token, *by.record);
         conns[i].start_pipelined(std::move(request), by.record ? 2 : 1, now);

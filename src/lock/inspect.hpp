@@ -111,8 +111,9 @@ struct ListResult {
 // Deletes the lock on each server where it still holds the token `view` showed there, or
 // where it still is a key of the wrong type if `view` showed that. Returns the number of
 // servers where it was deleted.
-// The operator's side: who forces the release (said to the holder on the release
-// channel, "forced ID HOST PID USER", so that it stops at once and names them), and the
+// The operator's side: who forces the release (said to the holder on the events
+// channel, "forced ID HOST PID USER" with ID its token's release_id, so that it stops at
+// once and names them), and the
 // history entry recorded with the release (nullopt: none).
 struct ForceRelease {
     std::string host;

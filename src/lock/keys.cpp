@@ -1,6 +1,13 @@
 #include "lock/keys.hpp"
 
+#include "util/sha1.hpp"
+
 namespace redlock::lock {
+
+std::string release_id(std::string_view token) {
+    const auto hex = util::sha1_hex(token);
+    return std::string(hex.data(), 12);
+}
 
 std::string companion_of(std::string_view lock_key, std::string_view suffix) {
     std::string key;

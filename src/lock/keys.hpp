@@ -58,4 +58,9 @@ struct Keys {
 // {<lock key>}:<suffix>: a key in the lock key's hash slot.
 [[nodiscard]] std::string companion_of(std::string_view lock_key, std::string_view suffix);
 
+// How notices on the channels name a holder's token: 12 hex digits of its SHA1 (the
+// scripts' "released ID"; release --force's "forced ID ..."), not the token, which is still
+// valid on servers a release has not reached yet.
+[[nodiscard]] std::string release_id(std::string_view token);
+
 } // namespace redlock::lock

@@ -25,7 +25,7 @@ inline constexpr char k_script_commands[][17] = {
     // clang-format off
     "get", "set", "del", "incr", "hset", "pexpire", "pttl", "time", "zadd", "zrange", "zscore",
     "zrem", "exists", "hgetall", "hget", "pexpireat", "type", "zcard", "zremrangebyscore",
-    "publish", "pubsub", "xadd", "xtrim", "hmget", "zrank",
+    "publish", "pubsub", "xadd", "xtrim", "hmget", "zrank", "xrevrange",
     // clang-format on
 };
 

@@ -195,35 +195,57 @@ inline constexpr Script k_fence_script = script(k_fence_text);
 // not taken the lock: a first that is frozen costs that moment, not the lease. On the list
 // `marks` (the wait list) the first woken is marked (its score + 0.5; its next attempt
 // writes the whole one back): one still marked at the next release has not tried since
-// (stopped with Ctrl-Z, a paused container) and is told again but not counted, so that
-// stuck waiters at the head do not hold up the rest. (The --fair queue has its own rule
-// for a silent head, k_fair_enrol.) A waiter nobody listens for any more (dead, or it
-// gave up) is taken off the list, and the next one woken instead, up to 32 looked at.
-// pcall throughout: an ACL that allows none of it must not cost the release itself (the
-// waiters then wake at the holder's expiry).
-inline constexpr auto k_wake = fragment(R"lua(local function wake(lists, prefix, payload, marks)
+// (stopped with Ctrl-Z, a paused container). It is told again, but is not counted, and is
+// moved behind every waiter (k_behind: its next attempt puts it back in its place), so
+// that stuck waiters, however many, use up neither the two woken nor the window looked at:
+// a live waiter behind them is reached by the releases that find them. (The --fair queue
+// has its own rule for a silent head, k_fair_enrol.) A waiter nobody listens for any more
+// (dead, or it gave up) is taken off the list, and the next one woken instead: up to 32
+// looked at, besides at most 256 stuck ones moved. pcall throughout: an ACL that allows
+// none of it must not cost the release itself (the waiters then wake at the holder's
+// expiry).
+inline constexpr auto k_behind = fragment(R"lua(local function behind(list, score, tail)
+  if not tail then
+    local last = redis.pcall("zrange", list, -1, -1, "WITHSCORES")
+    tail = math.floor(tonumber(type(last) == "table" and last[2] or score) or score) + 0.5
+  end
+  return tail + 1
+end
+)lua",
+                                          {.pcalls = {"zrange"}});
+inline constexpr auto k_wake =
+    join(k_behind, fragment(R"lua(local function wake(lists, prefix, payload, marks)
   for _, list in ipairs(lists) do
-    local woken = 0
-    local ids = redis.pcall("zrange", list, 0, 31, "WITHSCORES")
-    if ids.err then ids = {} end
-    for i = 1, #ids, 2 do
-      local id, score = ids[i], tonumber(ids[i + 1])
-      local n = redis.pcall("publish", prefix .. id, woken == 0 and payload or payload .. " next")
-      if type(n) ~= "number" then break end
-      if n == 0 then
-        redis.pcall("zrem", list, id)
-      elseif list ~= marks then
-        woken = woken + 1
-      elseif score % 1 == 0 then
-        if woken == 0 then redis.pcall("zadd", list, "XX", score + 0.5, id) end
-        woken = woken + 1
+    local woken, looked, moved, tail, first_moved = 0, 0, 0, nil, nil
+    while woken < 2 and looked < 32 and moved < 256 do
+      local ids = redis.pcall("zrange", list, woken, woken + 31, "WITHSCORES")
+      if ids.err or #ids == 0 then break end
+      for i = 1, #ids, 2 do
+        local id, score = ids[i], tonumber(ids[i + 1])
+        if first_moved and score >= first_moved then looked = 32 break end
+        local n = redis.pcall("publish", prefix .. id, woken == 0 and payload or payload .. " next")
+        if type(n) ~= "number" then looked = 32 break end
+        if n == 0 then
+          redis.pcall("zrem", list, id)
+          looked = looked + 1
+        elseif list ~= marks or score % 1 == 0 then
+          if list == marks and woken == 0 then redis.pcall("zadd", list, "XX", score + 0.5, id) end
+          woken = woken + 1
+          looked = looked + 1
+        else
+          tail = behind(list, score, tail)
+          first_moved = first_moved or tail
+          redis.pcall("zadd", list, "XX", tail, id)
+          moved = moved + 1
+        end
+        if woken == 2 or looked == 32 or moved == 256 then break end
       end
-      if woken == 2 then break end
+      if #ids < 64 then break end
     end
   end
 end
 )lua",
-                                        {.pcalls = {"zrange", "publish", "zrem", "zadd"}});
+                            {.pcalls = {"zrange", "publish", "zrem", "zadd"}}));
 
 // Compare-and-pexpire (ARGV[1] token, ARGV[2] ttl ms), the metadata alongside (its ttl_ms
 // follows, for `extend`). Never re-creates an expired lock. Returns 1 when renewed, 0 when
@@ -499,5 +521,31 @@ redis.pcall("publish", "{" .. KEYS[2] .. "}:events", "run")
 return 1)lua",
                      {.calls = {"hmget", "xadd", "xtrim", "pexpire"}, .pcalls = {"publish"}}));
 inline constexpr Script k_history_script = script(k_history_text);
+
+// One page of a name's history, newest first, as XREVRANGE gives it (KEYS[1] the stream;
+// ARGV[1] the id to read back from, inclusive, or "+"; ARGV[2] how many entries; ARGV[5]
+// an id not to return, the last page's last), but with each entry costing 96 plus 32 a
+// field or value plus their bytes: an entry costing more than ARGV[3] (another client's)
+// is returned as its id alone, and the page ends before ARGV[4] (with one entry at
+// least). So a reply stays within what the reader takes (redis/reader.hpp) however large
+// the entries or the page asked for. Returns {more, entries}: more is 1 when the stream
+// may go on past them.
+inline constexpr auto k_history_page_text = compose(fragment(
+    R"lua(local page = redis.call("xrevrange", KEYS[1], ARGV[1], "-", "COUNT", ARGV[2])
+local entry_limit, page_limit = tonumber(ARGV[3]), tonumber(ARGV[4])
+local out, total = {}, 0
+for _, entry in ipairs(page) do
+  if entry[1] ~= ARGV[5] then
+    local cost = 96 + #entry[1]
+    for _, part in ipairs(entry[2]) do cost = cost + 32 + #part end
+    if cost > entry_limit then entry, cost = {entry[1]}, 96 + #entry[1] end
+    total = total + cost
+    if total > page_limit and #out > 0 then return {1, out} end
+    out[#out + 1] = entry
+  end
+end
+return {#page == tonumber(ARGV[2]) and 1 or 0, out})lua",
+    {.calls = {"xrevrange"}}));
+inline constexpr Script k_history_page_script = script(k_history_page_text);
 
 } // namespace redlock::lock

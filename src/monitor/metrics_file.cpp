@@ -68,7 +68,8 @@ util::Expected<void> update_metrics_file(const std::filesystem::path& file,
     const auto dir = file.has_parent_path() ? file.parent_path() : std::filesystem::path(".");
     const std::string base = file.filename().string();
     const auto lock_path = dir / ("." + base + ".lock");
-    util::UniqueFd lock(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644));
+    // Only this user's runs take it (0600): another user could hold it to stop our writes.
+    util::UniqueFd lock(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
     if (!lock)
         return std::unexpected(
             io_error(file, util::format("lock file {}", lock_path.string()), errno));

@@ -43,6 +43,9 @@ class MetricsObserver final : public job::Observer {
     std::optional<job::Clock::time_point> m_acquired;
     std::optional<job::Clock::time_point> m_let_go; // released, or kept for --min-hold
     std::string m_said;                             // the last failure said, not said twice
+    // This run's process: its identity and pid namespace, as its record has them.
+    std::string m_identity;
+    unsigned long long m_pid_ns = 0;
 };
 
 } // namespace redlock::monitor

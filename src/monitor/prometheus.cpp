@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "util/format.hpp"
+#include "util/text.hpp"
 
 namespace redlock::monitor {
 
@@ -77,7 +78,7 @@ std::optional<std::map<std::string, std::string>> parse_labels(std::string_view 
     return labels;
 }
 
-// `# redlock-running name="x" pid=1 since=2.5 id=ID`
+// `# redlock-running name="x" pid=1 since=2.5 id=ID ns=INODE`
 void parse_running(std::string_view rest, MetricsFile& file) {
     if (!rest.starts_with("name=\""))
         return;
@@ -103,8 +104,13 @@ void parse_running(std::string_view rest, MetricsFile& file) {
             have_pid = std::from_chars(v.data(), v.data() + v.size(), run.pid).ec == std::errc();
         } else if (word.starts_with("since=")) {
             run.since = parse_double(word.substr(6)).value_or(0);
+        } else if (word.starts_with("ns=")) {
+            auto v = word.substr(3);
+            (void)std::from_chars(v.data(), v.data() + v.size(), run.pid_ns);
         } else if (word.starts_with("id=")) {
             run.identity = word.substr(3);
+            if (!util::is_utf8(run.identity)) // carried into every rewrite: the file's
+                return;
         }
     }
     if (have_pid && run.pid > 0)
@@ -205,6 +211,8 @@ std::optional<std::string> unescape_label_value(std::string_view escaped) {
             return std::nullopt;
         }
     }
+    if (!util::is_utf8(out))
+        return std::nullopt;
     return out;
 }
 
@@ -297,8 +305,9 @@ std::string render_metrics(const MetricsFile& file, const std::vector<std::strin
         }
     for (const auto& [name, m] : file)
         for (const auto& r : m.running)
-            out += util::format("{}name=\"{}\" pid={} since={} id={}\n", k_running_comment,
-                                escape_label_value(name), r.pid, seconds(r.since), r.identity);
+            out += util::format("{}name=\"{}\" pid={} since={} id={} ns={}\n", k_running_comment,
+                                escape_label_value(name), r.pid, seconds(r.since), r.identity,
+                                r.pid_ns);
     return out;
 }
 

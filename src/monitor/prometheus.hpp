@@ -17,15 +17,20 @@ namespace redlock::monitor {
 // A label value as the exposition format wants it between double quotes: backslash,
 // double quote and line feed escaped (\\, \", \n); every other byte as it is.
 [[nodiscard]] std::string escape_label_value(std::string_view value);
-// The reverse, for a file read back; nullopt for a dangling or unknown escape.
+// The reverse, for a file read back; nullopt for a dangling or unknown escape, or a value
+// that is not UTF-8 (the format wants it; another writer of a shared file may not have
+// cared, and its sample is then dropped rather than carried into every rewrite).
 [[nodiscard]] std::optional<std::string> unescape_label_value(std::string_view escaped);
 
 // A run of NAME that is running PROGRAM on this host: its redlock process, told apart from
-// a later process with the same pid by its identity (process/identity.hpp).
+// a later process with the same pid by its identity (process/identity.hpp), and from a
+// process of another pid namespace (a container sharing the metrics directory) with the
+// same pid by that namespace (the inode of /proc/self/ns/pid; 0: not recorded, before 0.4).
 struct RunningRun {
     long pid = 0;
     std::string identity;
     double since = 0; // Unix time, seconds
+    unsigned long long pid_ns = 0;
     bool operator==(const RunningRun&) const = default;
 };
 

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "util/format.hpp"
+#include "util/text.hpp"
 
 namespace redlock::monitor {
 
@@ -55,7 +56,8 @@ std::optional<NotifySocket> NotifySocket::from_environment(std::string& why_not)
     return socket;
 }
 
-std::optional<std::chrono::microseconds> NotifySocket::watchdog_interval() {
+std::optional<std::chrono::microseconds> NotifySocket::watchdog_interval(std::string& why_not) {
+    why_not.clear();
     const char* usec = std::getenv("WATCHDOG_USEC");
     if (usec == nullptr)
         return std::nullopt;
@@ -69,11 +71,15 @@ std::optional<std::chrono::microseconds> NotifySocket::watchdog_interval() {
     }
     unsigned long long value = 0;
     const std::string_view text(usec);
-    if (std::from_chars(text.data(), text.data() + text.size(), value).ptr !=
-            text.data() + text.size() ||
-        value == 0)
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (ec != std::errc() || end != text.data() + text.size() || value == 0 ||
+        value > k_max_watchdog_usec) {
+        why_not = util::format("WATCHDOG_USEC '{}' is not a number of microseconds from 1 to {} "
+                               "(a century); no WATCHDOG=1 is sent",
+                               util::printable(text), k_max_watchdog_usec);
         return std::nullopt;
-    return std::chrono::microseconds(value);
+    }
+    return std::chrono::microseconds(static_cast<long long>(value));
 }
 
 bool NotifySocket::send(std::string_view message, std::string& error) const {

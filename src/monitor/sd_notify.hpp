@@ -4,7 +4,7 @@
 // abstract namespace). Not libsystemd: linked, it and the libraries it needs (lz4, zstd,
 // lzma, gcrypt, capabilities) would be loaded and relocated by every run, with or without
 // systemd, for what is a sendto() of a few bytes (bench/instructions.sh measures it; see
-// README "Leader election with systemd").
+// docs/operations.md, "Leader election with systemd").
 
 #include <chrono>
 #include <optional>
@@ -23,8 +23,12 @@ class NotifySocket {
     // `why_not`, empty when unset).
     [[nodiscard]] static std::optional<NotifySocket> from_environment(std::string& why_not);
     // $WATCHDOG_USEC when set, valid, and meant for this process ($WATCHDOG_PID unset or
-    // ours): how often systemd wants WATCHDOG=1 at the latest.
-    [[nodiscard]] static std::optional<std::chrono::microseconds> watchdog_interval();
+    // ours): how often systemd wants WATCHDOG=1 at the latest. Valid: 1 to
+    // k_max_watchdog_usec; why another value is not, in `why_not` (systemd refuses 0 and
+    // 2^64-1; a value past a century would overflow the clock's nanoseconds).
+    [[nodiscard]] static std::optional<std::chrono::microseconds>
+    watchdog_interval(std::string& why_not);
+    static constexpr unsigned long long k_max_watchdog_usec = 100ULL * 365 * 24 * 3600 * 1000000;
 
     // Sends one message ("READY=1\nSTATUS=..."), never blocking. False with why in `error`
     // when it was not sent (the socket gone, its queue full).

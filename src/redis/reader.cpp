@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstring>
 #include <new>
 #include <optional>
+
+#include <hiredis/sds.h> // hiredis's read buffer
 
 #include "util/format.hpp"
 
@@ -11,9 +14,11 @@ namespace redlock::redis {
 
 struct ReaderState {
     ReaderPtr reader;
-    size_t claimed = 0;  // array elements the reply being read has claimed so far
-    size_t pending = 0;  // bytes fed since the last reply ended
-    std::string refusal; // why the reader stopped, once it did
+    size_t claimed = 0;   // array elements the reply being read has claimed so far
+    size_t pending = 0;   // bytes fed since the last reply ended
+    std::string refusal;  // why the reader stopped, once it did
+    size_t pass_over = 0; // bulk strings longer than this are dropped (0: refused)
+    size_t dropping = 0;  // bytes of such a bulk string still to drop as they come
 };
 
 namespace {
@@ -80,6 +85,34 @@ std::optional<size_t> claimed_bulk_length(const redisReader& r) {
     return ec == std::errc::result_out_of_range ? SIZE_MAX : length;
 }
 
+// Passes over the bulk string hiredis is reading (its header, "LENGTH\r\n" after the '$',
+// at the read position; claimed_bulk_length): its header becomes a nil's ("-1\r\n", which
+// is never longer), what came of its body is dropped from hiredis's buffer (an sds), and
+// the rest is to be dropped as it comes. nullopt while the header has not all come; false
+// when it cannot be (not a length).
+std::optional<bool> pass_over_bulk(ReaderState& s) {
+    redisReader& r = *s.reader;
+    const char* begin = r.buf + r.pos;
+    const char* end = r.buf + r.len;
+    const char* crlf = std::search(begin, end, "\r\n", "\r\n" + 2);
+    if (crlf == end)
+        return end - begin > 24 ? std::optional(false) : std::nullopt;
+    size_t length = 0;
+    auto [digits_end, ec] = std::from_chars(begin, crlf, length);
+    const auto header_end = static_cast<size_t>(crlf + 2 - r.buf);
+    const size_t have = r.len - header_end; // of the body and its "\r\n"
+    if (ec != std::errc() || digits_end != crlf || header_end - r.pos < 4 || have >= length + 2)
+        return false;
+    std::memcpy(r.buf + header_end - 4, "-1\r\n", 4);
+    r.pos = header_end - 4;
+    sdssetlen(r.buf, header_end); // (inline, as sdslen: hiredis.h has them without extern "C")
+    r.buf[header_end] = '\0';
+    r.len = header_end;
+    s.dropping = length + 2 - have;
+    s.pending -= have;
+    return true;
+}
+
 // What is buffered of a line that hiredis waits to see the end of (a status, an error, an
 // integer, an array's header): it looks for the end from the line's start at every read, so
 // a line that never ends would cost time quadratic in its length.
@@ -114,6 +147,13 @@ std::expected<void, std::string> Reader::feed(std::string_view bytes) {
     auto& s = *m_state;
     if (!s.refusal.empty())
         return std::unexpected(s.refusal);
+    if (s.dropping > 0) { // of a bulk string passed over
+        const size_t n = std::min(s.dropping, bytes.size());
+        s.dropping -= n;
+        bytes.remove_prefix(n);
+        if (bytes.empty())
+            return {};
+    }
     if (s.pending + bytes.size() > k_max_reply_bytes) {
         s.refusal = util::format("reply too large: more than {} bytes", k_max_reply_bytes);
         return std::unexpected(s.refusal);
@@ -141,6 +181,13 @@ std::expected<ReplyPtr, std::string> Reader::next() {
         s.pending = r.len - r.pos; // the bytes of the replies after it
         return ReplyPtr(static_cast<redisReply*>(raw));
     }
+    if (auto length = claimed_bulk_length(r); length && s.pass_over > 0 && *length > s.pass_over) {
+        auto passed = pass_over_bulk(s);
+        if (!passed)
+            return ReplyPtr(); // its header is still coming
+        if (*passed)
+            return next(); // a nil in its place, and on
+    }
     if (auto length = claimed_bulk_length(r); length && *length > k_max_reply_bytes) {
         s.refusal = util::format("reply too large: bulk string of {} bytes", *length);
         return std::unexpected(s.refusal);
@@ -154,6 +201,10 @@ std::expected<ReplyPtr, std::string> Reader::next() {
 
 size_t Reader::pending() const {
     return m_state->pending;
+}
+
+void Reader::pass_over_bulks_longer_than(size_t bytes) {
+    m_state->pass_over = bytes;
 }
 
 } // namespace redlock::redis

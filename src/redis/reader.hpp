@@ -49,6 +49,13 @@ class Reader {
     // Bytes received that are not part of a reply returned yet.
     [[nodiscard]] size_t pending() const;
 
+    // From now on, a bulk string longer than `bytes` is passed over rather than refused:
+    // its bytes are dropped as they come, never held, and the reply has a nil in its
+    // place. For pub/sub, where anyone who may publish can send a message of any size
+    // (up to 512 MB), and none of redlock's notices is more than a few hundred bytes: such
+    // a message is no notice, and no reason to stop listening.
+    void pass_over_bulks_longer_than(size_t bytes);
+
   private:
     std::unique_ptr<ReaderState> m_state; // on the heap: hiredis keeps a pointer to it
 };

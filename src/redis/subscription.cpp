@@ -43,6 +43,7 @@ void Subscription::collect() {
             m_fds[i] = std::move(stream.fd);
             m_tls[i] = std::move(stream.tls);
             m_readers[i].emplace();
+            m_readers[i]->pass_over_bulks_longer_than(k_max_notice);
         } else if (is_error(reply)) // NOPERM: this user may not use the channel
             m_refused[i] = is_auth_error(reply);
     }
@@ -134,7 +135,8 @@ bool Subscription::read_notices(size_t i, std::string_view bytes) {
             continue;
         if (payload == "run") // a run's history entry written (the events channel): no news
             continue;
-        // "forced ID HOST PID USER": release --force; news, and who did it.
+        // "forced ID HOST PID USER": release --force; news, and who did it (about our
+        // token only, with only_forced_about).
         if (payload.starts_with("forced ")) {
             std::vector<std::string> words;
             for (size_t at = 0; at < payload.size();) {
@@ -142,6 +144,8 @@ bool Subscription::read_notices(size_t i, std::string_view bytes) {
                 words.emplace_back(payload.substr(at, end - at));
                 at = end + 1;
             }
+            if (m_forced_about && (words.size() < 2 || words[1] != *m_forced_about))
+                continue;
             if (words.size() >= 5)
                 m_forced_by =
                     Forcer{words[2], std::strtoll(words[3].c_str(), nullptr, 10), words[4]};
@@ -204,9 +208,11 @@ bool Subscription::heard_from_majority(const std::string& id) {
 
 bool Subscription::drain(size_t i) {
     std::array<char, 4096> buffer{};
-    // A bounded number of reads per wake-up, so that a server sending without pause cannot
-    // keep the waiter from its signals and deadlines. More than that at once is no stream
-    // of notices (a few dozen bytes each) but a flood: junk.
+    // A bounded number of reads per wake-up, so that a server sending without pause (a
+    // large message, a flood of them) cannot keep the waiter from its signals and
+    // deadlines: the rest is read at the next, and nothing of it is held meanwhile
+    // (k_max_notice). Anyone who may publish can send that: it is no reason to stop
+    // listening and poll instead.
     constexpr int k_max_reads = 64;
     for (int reads = 0; reads < k_max_reads; ++reads) {
         size_t n = 0;
@@ -241,8 +247,7 @@ bool Subscription::drain(size_t i) {
             return false;
         }
     }
-    drop(i, true);
-    return false;
+    return true;
 }
 
 void Subscription::drop(size_t i, bool junk) {

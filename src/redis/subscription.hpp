@@ -73,6 +73,9 @@ class Subscription {
     bool expire(Clock::time_point now);
     static constexpr Clock::duration k_standby = std::chrono::milliseconds(50);
     static constexpr Clock::duration k_majority_grace = std::chrono::milliseconds(50);
+    // A message (or channel name) longer than this is no notice of redlock's (a few
+    // hundred bytes at most): its bytes are dropped as they come, and it is passed over.
+    static constexpr size_t k_max_notice = size_t{64} << 10;
     // Releases already news may be news again: the attempt one set off found the lock
     // still held where that release had not landed yet (the primary's notice, or a
     // majority's, came first); the other servers' notices of it, still to come or unread,
@@ -81,13 +84,17 @@ class Subscription {
     // Whether the last news was a "next" notice's: look (Lock::looks_free) before trying.
     [[nodiscard]] bool standby_woke() { return std::exchange(m_standby_woke, false); }
     // Who took the lock away with `release --force`, when one said so ("forced ID HOST PID
-    // USER" on the channel): what a holder listening to its own lock tells the user.
+    // USER" on the channel, ID the token's lock::release_id): what a holder listening to
+    // its own lock tells the user, once a renewal confirmed it. Anyone may publish there:
+    // with only_forced_about(), a notice about another ID is no news and is not kept.
     struct Forcer {
         std::string host;
         long long pid = 0;
         std::string user;
     };
-    [[nodiscard]] const std::optional<Forcer>& forced_by() const { return m_forced_by; }
+    void only_forced_about(std::string release_id) { m_forced_about = std::move(release_id); }
+    // The last forcer heard since the last call.
+    [[nodiscard]] std::optional<Forcer> take_forced_by() { return std::exchange(m_forced_by, {}); }
 
     // Without waiting, for a caller's own poll loop (a holder listening while it renews):
     // SUBSCRIBE is started where not subscribed yet; the caller polls connecting() with
@@ -115,6 +122,7 @@ class Subscription {
     std::vector<std::optional<tls::Session>> m_tls; // their TLS sessions (rediss://)
     std::vector<std::optional<Reader>> m_readers;   // and what they say
     std::optional<Forcer> m_forced_by;
+    std::optional<std::string> m_forced_about;
     bool m_released = false; // drain() read a release notice
     void remember(std::string id);
     // Without a primary: whether this notice of release `id` makes it news (a majority

@@ -54,49 +54,61 @@ bool find(void* lib, const char* name, F& out) {
     return out != nullptr;
 }
 
+// Every function above, by name. Each is in OpenSSL 3 and in 1.1.1 under the same name and
+// with the same signature (redlock's release binaries run on hosts with either).
+bool find_all(void* lib, Api& api) {
+    return find(lib, "OpenSSL_version", api.version) &&
+           find(lib, "TLS_client_method", api.client_method) &&
+           find(lib, "SSL_CTX_new", api.ctx_new) && find(lib, "SSL_CTX_free", api.ctx_free) &&
+           find(lib, "SSL_CTX_ctrl", api.ctx_ctrl) &&
+           find(lib, "SSL_CTX_set_default_verify_paths", api.default_verify_paths) &&
+           find(lib, "SSL_CTX_load_verify_locations", api.load_verify_locations) &&
+           find(lib, "SSL_CTX_use_certificate_chain_file", api.use_certificate_chain_file) &&
+           find(lib, "SSL_CTX_use_PrivateKey_file", api.use_private_key_file) &&
+           find(lib, "SSL_CTX_check_private_key", api.check_private_key) &&
+           find(lib, "SSL_CTX_set_verify", api.set_verify) && find(lib, "SSL_new", api.ssl_new) &&
+           find(lib, "SSL_free", api.ssl_free) && find(lib, "SSL_set_fd", api.set_fd) &&
+           find(lib, "SSL_ctrl", api.ssl_ctrl) && find(lib, "SSL_get0_param", api.get0_param) &&
+           find(lib, "X509_VERIFY_PARAM_set1_host", api.param_set1_host) &&
+           find(lib, "X509_VERIFY_PARAM_set1_ip_asc", api.param_set1_ip_asc) &&
+           find(lib, "SSL_connect", api.connect) && find(lib, "SSL_read", api.read) &&
+           find(lib, "SSL_write", api.write) && find(lib, "SSL_get_error", api.get_error) &&
+           find(lib, "SSL_get_verify_result", api.get_verify_result) &&
+           find(lib, "X509_verify_cert_error_string", api.verify_error_string) &&
+           find(lib, "ERR_get_error", api.err_get) &&
+           find(lib, "ERR_error_string_n", api.err_string) &&
+           find(lib, "ERR_clear_error", api.err_clear);
+}
+
+// OpenSSL 3 where the host has it, else 1.1.1 (Debian 11, Ubuntu 20.04, Amazon Linux 2).
+// Each libssl pulls in its own libcrypto, whose symbols dlsym finds through it.
+constexpr const char* k_libraries[] = {"libssl.so.3", "libssl.so.1.1"};
+
+util::Expected<Api> open_library() {
+    std::string why;
+    for (const char* name : k_libraries) {
+        void* lib = ::dlopen(name, RTLD_NOW | RTLD_LOCAL);
+        if (!lib) {
+            why += why.empty() ? "" : "; ";
+            why += ::dlerror();
+            continue;
+        }
+        Api api{};
+        if (find_all(lib, api))
+            return api;
+        return util::fail(util::ErrorKind::unavailable,
+                          util::format("TLS: {} lacks a function: {}", name, ::dlerror()));
+    }
+    return util::fail(util::ErrorKind::unavailable,
+                      util::format("TLS needs OpenSSL 3 or 1.1 (libssl.so.3 or libssl.so.1.1, "
+                                   "Debian package libssl3 or libssl1.1): {}",
+                                   why));
+}
+
 util::Expected<const Api*> load() {
     static std::optional<util::Expected<Api>> loaded;
-    if (!loaded) {
-        // libssl.so.3 pulls in libcrypto.so.3, whose symbols dlsym finds through it.
-        void* lib = ::dlopen("libssl.so.3", RTLD_NOW | RTLD_LOCAL);
-        if (!lib) {
-            loaded = util::fail(util::ErrorKind::unavailable,
-                                util::format("TLS needs OpenSSL 3 (libssl.so.3, Debian package "
-                                             "libssl3): {}",
-                                             ::dlerror()));
-        } else {
-            Api api{};
-            bool ok =
-                find(lib, "OpenSSL_version", api.version) &&
-                find(lib, "TLS_client_method", api.client_method) &&
-                find(lib, "SSL_CTX_new", api.ctx_new) && find(lib, "SSL_CTX_free", api.ctx_free) &&
-                find(lib, "SSL_CTX_ctrl", api.ctx_ctrl) &&
-                find(lib, "SSL_CTX_set_default_verify_paths", api.default_verify_paths) &&
-                find(lib, "SSL_CTX_load_verify_locations", api.load_verify_locations) &&
-                find(lib, "SSL_CTX_use_certificate_chain_file", api.use_certificate_chain_file) &&
-                find(lib, "SSL_CTX_use_PrivateKey_file", api.use_private_key_file) &&
-                find(lib, "SSL_CTX_check_private_key", api.check_private_key) &&
-                find(lib, "SSL_CTX_set_verify", api.set_verify) &&
-                find(lib, "SSL_new", api.ssl_new) && find(lib, "SSL_free", api.ssl_free) &&
-                find(lib, "SSL_set_fd", api.set_fd) && find(lib, "SSL_ctrl", api.ssl_ctrl) &&
-                find(lib, "SSL_get0_param", api.get0_param) &&
-                find(lib, "X509_VERIFY_PARAM_set1_host", api.param_set1_host) &&
-                find(lib, "X509_VERIFY_PARAM_set1_ip_asc", api.param_set1_ip_asc) &&
-                find(lib, "SSL_connect", api.connect) && find(lib, "SSL_read", api.read) &&
-                find(lib, "SSL_write", api.write) && find(lib, "SSL_get_error", api.get_error) &&
-                find(lib, "SSL_get_verify_result", api.get_verify_result) &&
-                find(lib, "X509_verify_cert_error_string", api.verify_error_string) &&
-                find(lib, "ERR_get_error", api.err_get) &&
-                find(lib, "ERR_error_string_n", api.err_string) &&
-                find(lib, "ERR_clear_error", api.err_clear);
-            if (ok)
-                loaded = api;
-            else
-                loaded =
-                    util::fail(util::ErrorKind::unavailable,
-                               util::format("TLS: libssl.so.3 lacks a function: {}", ::dlerror()));
-        }
-    }
+    if (!loaded)
+        loaded = open_library();
     if (!*loaded)
         return std::unexpected(loaded->error());
     return &**loaded;

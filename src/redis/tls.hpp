@@ -1,8 +1,9 @@
 #pragma once
 // TLS for rediss:// servers: OpenSSL on the non-blocking socket a Connection owns, hiredis
-// keeping the protocol half. OpenSSL is loaded on first use (dlopen of libssl.so.3), not
-// linked: its library constructors alone cost every run about 3 million instructions of
-// start-up (callgrind), TLS or not, where a whole `redlock run -- true` costs under one.
+// keeping the protocol half. OpenSSL is loaded on first use (dlopen of libssl.so.3, else
+// libssl.so.1.1), not linked: its library constructors alone cost every run about 3 million
+// instructions of start-up (callgrind), TLS or not, where a whole `redlock run -- true` costs under
+// one.
 
 #include <memory>
 #include <optional>

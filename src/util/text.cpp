@@ -44,6 +44,16 @@ size_t utf8_sequence_length(std::string_view text, size_t pos) {
     return 0;
 }
 
+bool is_utf8(std::string_view text) {
+    for (size_t i = 0; i < text.size();) {
+        const size_t n = utf8_sequence_length(text, i);
+        if (n == 0)
+            return false;
+        i += n;
+    }
+    return true;
+}
+
 std::string printable(std::string_view text) {
     std::string out;
     out.reserve(text.size());

@@ -13,6 +13,9 @@ namespace redlock::util {
 // surrogate, a code point beyond U+10FFFF or a sequence cut short.
 [[nodiscard]] size_t utf8_sequence_length(std::string_view text, size_t pos);
 
+// Whether all of `text` is well-formed UTF-8.
+[[nodiscard]] bool is_utf8(std::string_view text);
+
 // `text` for a terminal, on one line: newline, carriage return and tab as \n, \r, \t, the
 // other C0 controls (ESC included) and DEL as \xHH, the C1 controls U+0080-U+009F as
 // \u00HH, and each byte that is not part of valid UTF-8 as \xHH. Everything else,

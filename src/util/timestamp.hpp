@@ -20,4 +20,18 @@ using UtcMillis = std::chrono::sys_time<std::chrono::milliseconds>;
 // "YYYY-MM-DDTHH:MM:SS.mmmZ", the form redlock writes.
 [[nodiscard]] std::string format_utc_timestamp(UtcMillis time);
 
+// The last millisecond of the year 9999, since the Unix epoch.
+inline constexpr long long k_max_unix_ms = 253'402'300'799'999;
+// A time (milliseconds since the Unix epoch) or a duration in milliseconds that a server or
+// another client wrote, believed only from 0 to k_max_unix_ms: a timestamp in that range
+// formats, and a few of them add up, without overflow. nullopt (unknown) otherwise.
+[[nodiscard]] constexpr std::optional<long long> plausible_ms(long long ms) {
+    if (ms < 0 || ms > k_max_unix_ms)
+        return std::nullopt;
+    return ms;
+}
+[[nodiscard]] constexpr std::optional<long long> plausible_ms(std::optional<long long> ms) {
+    return ms ? plausible_ms(*ms) : std::nullopt;
+}
+
 } // namespace redlock::util

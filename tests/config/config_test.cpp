@@ -589,8 +589,8 @@ TEST_CASE("an explicitly named config that does not exist is an error") {
 }
 
 TEST_CASE("config.example.toml at the top of the repo loads as-is") {
-    const fs::path example =
-        fs::path(__FILE__).parent_path().parent_path().parent_path() / "config.example.toml";
+    // The source dir from CMake, not __FILE__: a compiler cache may make __FILE__ relative.
+    const fs::path example = fs::path(REDLOCK_TEST_SOURCE_DIR) / "config.example.toml";
     REQUIRE(fs::exists(example));
     StderrCapture captured;
     auto config = load_config(example);

@@ -246,6 +246,27 @@ class ErrorsTest(E2ETest):
         self.assertStatus(r, 0)
         self.assertRegex(r.stdout, r"^redlock \d+\.\d+")
 
+    def test_version_is_the_projects_everywhere(self):
+        # One number: CMake's project version, which --version prints, the Debian changelog
+        # opens with and the man pages carry. 0.4 is the release this round makes.
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+        def read(*parts):
+            with open(os.path.join(root, *parts)) as f:
+                return f.read()
+
+        version = re.search(r"project\(redlock VERSION (\S+)", read("CMakeLists.txt")).group(1)
+        self.assertGreaterEqual(tuple(map(int, version.split("."))), (0, 4, 0))
+        r = self.run_redlock(["--version"])
+        self.assertStatus(r, 0)
+        self.assertTrue(r.stdout.startswith(f"redlock {version} ("), r.stdout)
+        self.assertTrue(read("packaging", "debian", "changelog")
+                        .startswith(f"redlock ({version}) "))
+        for page in ("redlock.1", "redlock.toml.5"):
+            text = read("man", page)
+            self.assertEqual(re.findall(r"redlock (\d+\.\d+\.\d+)", text),
+                             [version] * len(re.findall(r"redlock \d+\.\d+\.\d+", text)), page)
+
     def test_usage_errors_name_the_word_at_fault_in_the_users_order(self):
         secret = "two-Secret-4"
         r = self.run_redlock(["-s", "redis://127.0.0.1:1", f"redis://:{secret}@127.0.0.1:2",
@@ -253,6 +274,12 @@ class ErrorsTest(E2ETest):
         self.assertStatus(r, 64)
         self.assertEqual(r.stderr, "redlock: unexpected argument 'redis://:***@127.0.0.1:2' "
                                    "(one URL per -s: -s URL1 -s URL2)\n")
+        # The same URL twice is no command.
+        for words in (["run", "-k", "x", "--", "true"], ["status", "x"]):
+            r = self.run_redlock(["-s", "redis://127.0.0.1:1", "redis://127.0.0.1:1", *words])
+            self.assertStatus(r, 64)
+            self.assertEqual(r.stderr, "redlock: unexpected argument 'redis://127.0.0.1:1' "
+                                       "(one URL per -s: -s URL1 -s URL2)\n")
         r = self.run_redlock(["bogus"])
         self.assertStatus(r, 64)
         self.assertIn("unknown command 'bogus' (commands: run, status, list, history, watch, "

@@ -3,7 +3,7 @@ PROGRAM running past its lease.
 
 Over one server and Redlock over five, with servers killed and restarted empty, frozen,
 and holders paused (SIGSTOP) past their TTL. The fenced register is the pattern the
-README documents: a file guarded by flock(1) that refuses a fence not larger than the
+docs/safety.md documents: a file guarded by flock(1) that refuses a fence not larger than the
 last one it accepted.
 """
 

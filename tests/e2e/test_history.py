@@ -6,9 +6,11 @@ merges by run. `watch` follows the locks by their channels. `release --force` ma
 running holder stop at once, and says who did it.
 """
 
+import hashlib
 import json
 import os
 import pty
+import re
 import select
 import signal
 import time
@@ -123,6 +125,67 @@ class HistoryTest(E2ETest):
         self.assertEqual(outcomes["force-released"]["by"]["pid"], forcer)
         self.assertIn(f"(pid {forcer}); stopping PROGRAM", holder.stderr)
 
+    def wait_holder_listening(self, holder):
+        # It listens on two servers (on the one, of one).
+        wait_until(lambda: sum(s.command("PUBSUB", "NUMSUB", "{lock:job}:events")[1]
+                               for s in self.redis) >= min(2, len(self.redis)),
+                   10, message="the holder to listen", proc=holder)
+
+    def check_force_release_heard_at_once(self, holder):
+        forced_at = time.monotonic()
+        r = self.run_redlock(self.args + ["release", "-f", "-y", "job"])
+        self.assertStatus(r, 0)
+        self.assertEqual(holder.wait(60), 79)
+        # Within a round trip or two, not at the next renewal (40 s away with a 2 m ttl).
+        self.assertLess(time.monotonic() - forced_at, 10.0 * SLACK)
+        self.assertIn("it was released by force by", holder.stderr)
+
+    def test_a_large_message_does_not_keep_a_holder_from_hearing_a_force_release(self):
+        holder = self.start_redlock(self.args + ["run", "-k", "job", "-t", "2m", "--", "sleep",
+                                                 "120"])
+        self.wait_holder_listening(holder)
+        for s in self.redis:  # 0.3's holder took it for junk and stopped listening
+            s.command("PUBLISH", "{lock:job}:events", "x" * (2 << 20))
+        self.check_force_release_heard_at_once(holder)
+
+    def test_a_holder_whose_subscription_was_killed_listens_again(self):
+        holder = self.start_redlock(self.args + ["run", "-k", "job", "-t", "2m", "--", "sleep",
+                                                 "120"])
+        self.wait_holder_listening(holder)
+        for s in self.redis:
+            s.command("CLIENT", "KILL", "TYPE", "pubsub")
+        self.wait_holder_listening(holder)
+        self.check_force_release_heard_at_once(holder)
+
+    def test_a_forged_forced_notice_is_not_believed_nor_remembered(self):
+        # Anyone may PUBLISH on the events channel. A notice about another token, in 0.3's
+        # form, or about ours while it is still ours, must not be blamed for a later loss.
+        event = self.path("event")
+        holder = self.start_redlock(
+            ["-v"] + self.args +
+            ["run", "-k", "job", "-t", "3s", "--on-lost", f"echo $REDLOCK_EVENT > {event}",
+             "--", "sleep", "60"])
+        token = wait_until(lambda: self.redis[0].command("GET", "lock:job"), 10, proc=holder)
+        time.sleep(0.3)  # past the moment a holder starts listening
+        ours = hashlib.sha1(token.encode()).hexdigest()[:12]
+        for s in self.redis:
+            for forged in ("0123456789ab", "-", ours):
+                s.command("PUBLISH", "{lock:job}:events", f"forced {forged} evil 666 mallory")
+        # The one about our token is checked by a renewal, which finds the lock ours.
+        wait_until(lambda: re.search(r"a release was announced; checking the lock\n"
+                                     r"(.*\n)*redlock: renewed 'job'", holder.stderr),
+                   10, message="the check", proc=holder)
+        for s in self.redis:  # now it goes, and nobody said so
+            s.command("DEL", "lock:job")
+        self.assertEqual(holder.wait(30), 79)
+        self.assertIn("the lock no longer holds our token", holder.stderr)
+        self.assertNotIn("mallory", holder.stderr)
+        runs = self.history()
+        self.assertEqual((runs[0]["outcome"], runs[0]["by"]), ("lost", None))
+        wait_until(lambda: os.path.exists(event), 10, message="the hook")
+        with open(event) as f:
+            self.assertEqual(f.read(), "lost\n")
+
     def test_a_force_release_of_a_semaphore_stops_its_holders_and_is_recorded(self):
         holders = [self.start_redlock(self.args + ["run", "-k", "pool", "--limit", "2", "-t",
                                                    "1m", "--", "sleep", "60"])
@@ -194,6 +257,102 @@ class HistoryTest(E2ETest):
         r = self.run_redlock(self.args + ["status", "--json", "job"])
         latest = json.loads(r.stdout)["locks"][0]["latest_run"]
         self.assertEqual((latest["outcome"], latest["exit_status"]), ("ran", 0))
+
+
+class ForeignEntriesTest(E2ETest):
+    """What another client wrote where redlock keeps its records: entries too large to read
+    are passed over with a note, numbers that are no times are unknown."""
+
+    def setUp(self):
+        super().setUp()
+        self.server = self.redis_server()
+        self.args = ["-s", self.server.url()]
+
+    def fill(self, name, runs, first=1):
+        """XADDs `runs` run entries to NAME's history, oldest first, in one script."""
+        self.server.command(
+            "EVAL", "for i = tonumber(ARGV[1]), tonumber(ARGV[2]) do redis.call('xadd', "
+            "KEYS[1], '*', 'run', string.format('%016x', i), 'outcome', 'ran', 'status', '0', "
+            "'started_ms', tostring(1700000000000 + i), 'host', 'h', 'pid', tostring(i), "
+            "'user', 'u', 'command', 'c', 'waited_ms', '0', 'held_ms', '1', 'fence', "
+            "tostring(i)) end", "1", f"{{lock:{name}}}:history", str(first),
+            str(first + runs - 1))
+
+    def test_an_oversized_entry_is_passed_over_with_a_note(self):
+        self.fill("job", 3)
+        # One entry of 5 MB (past the reader's 4 MB for a whole reply), one of 70000 fields
+        # (past its 65536 elements), then newer runs.
+        self.server.command("XADD", "{lock:job}:history", "*", "run", "big", "outcome", "ran",
+                            "command", "x" * (5 << 20))
+        with self.server.client() as c:
+            c.execute("XADD", "{lock:job}:history", "*",
+                      *[w for i in range(35000) for w in (f"f{i}", "v")])
+        self.fill("job", 2, first=4)
+        r = self.run_redlock(self.args + ["history", "job"])
+        self.assertStatus(r, 0)
+        self.assertEqual(len(r.stdout.splitlines()), 6, r.stdout)  # header and five runs
+        self.assertEqual(r.stderr, "redlock: history of 'job': 2 entries passed over (not a "
+                                   "run's, or larger than 64 KB: written by another client)\n")
+        r = self.run_redlock(self.args + ["history", "--json", "-n", "3", "job"])
+        self.assertStatus(r, 0)
+        doc = json.loads(r.stdout)
+        self.assertEqual([run["pid"] for run in doc["runs"]], [5, 4, 3])
+        self.assertEqual(doc["skipped"], 2)
+        # status reads the newest run alone, past such an entry too.
+        self.server.command("XADD", "{lock:job}:history", "*", "run", "big", "outcome", "ran",
+                            "command", "x" * (5 << 20))
+        r = self.run_redlock(self.args + ["status", "job"])
+        self.assertStatus(r, 0)
+        self.assertIn("  last run  ran, exit 0, u@h (pid 5) at ", r.stdout)
+
+    def test_as_many_runs_as_documented_are_read_in_pages(self):
+        self.fill("job", 3100)
+        r = self.run_redlock(self.args + ["history", "--json", "-n", "3000", "job"])
+        self.assertStatus(r, 0)
+        runs = json.loads(r.stdout)["runs"]
+        self.assertEqual(len(runs), 3000)
+        self.assertEqual((runs[0]["pid"], runs[-1]["pid"]), (3100, 101))
+        self.assertEqual(len({run["run"] for run in runs}), 3000)
+        r = self.run_redlock(self.args + ["history", "--json", "-n", "100000", "job"])
+        self.assertStatus(r, 0)
+        self.assertEqual(len(json.loads(r.stdout)["runs"]), 3100)
+
+    def test_absurd_times_in_a_history_entry_are_unknown(self):
+        big, small = str(2**63 - 1), str(-2**63)
+        self.server.command("XADD", "{lock:job}:history", "*", "run", "forged", "outcome",
+                            "ran", "status", "0", "host", "h", "pid", "1", "user", "u",
+                            "command", "c", "started_ms", big, "waited_ms", small,
+                            "held_ms", big)
+        r = self.run_redlock(self.args + ["history", "job"])
+        self.assertStatus(r, 0)
+        row = r.stdout.splitlines()[1]
+        self.assertRegex(row, r"^-\s+h\s+1\s+u\s+-\s+-\s+-\s+ran, exit 0: c$")
+        r = self.run_redlock(self.args + ["history", "--json", "job"])
+        self.assertStatus(r, 0)
+        run = json.loads(r.stdout)["runs"][0]
+        self.assertEqual((run["started_at"], run["waited_ms"], run["held_ms"]),
+                         (None, None, None))
+        r = self.run_redlock(self.args + ["status", "job"])
+        self.assertStatus(r, 0)
+        self.assertIn("  last run  ran, exit 0, u@h (pid 1) at -\n", r.stdout)
+        # A real run is newer than one whose start is unknown.
+        self.assertStatus(self.run_redlock(self.args + ["run", "-k", "job", "--", "true"]), 0)
+        runs = json.loads(self.run_redlock(self.args + ["history", "--json", "job"]).stdout)
+        self.assertEqual([r["run"] == "forged" for r in runs["runs"]], [False, True])
+
+    def test_an_absurd_slot_record_or_ttl_is_no_time(self):
+        big = str(2**63 - 1)
+        self.server.command("HSET", "{lock:job}:slot", "slot", big, "slot_ms", big,
+                            "started_ms", "1", "ended_ms", big, "status", "0", "token", "t")
+        self.server.command("SET", "lock:job", "t", "PX", str(9 * 10**15))
+        r = self.run_redlock(self.args + ["status", "--json", "job"])
+        self.assertStatus(r, 0)
+        lock = json.loads(r.stdout)["locks"][0]
+        self.assertIsNone(lock["last_run"])
+        self.assertLessEqual(lock["ttl_ms"], 100 * 365 * 86400 * 1000)
+        r = self.run_redlock(self.args + ["status", "job"])
+        self.assertStatus(r, 0)
+        self.assertNotIn("slot", r.stdout)
 
 
 class HistoryFiveServersTest(HistoryTest):

@@ -162,8 +162,8 @@ class HostileServerTest(E2ETest):
 
     def test_a_waiter_whose_release_notices_are_hostile_still_gives_up_in_time(self):
         # The lock is held (for 30 s more); the subscription for its release notices is
-        # confirmed, then flooded with a notice claiming 2 GB. The waiter stops listening
-        # there, retries now and then, and gives up when --wait runs out.
+        # confirmed, then flooded with a notice claiming 2 GB. The waiter passes over it as
+        # it comes, never holding it, and gives up when --wait runs out.
         def answer(args):
             command = args[0].upper()
             if command in (b"EVAL", b"EVALSHA"):

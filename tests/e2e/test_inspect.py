@@ -457,6 +457,25 @@ class ForceReleaseTest(InspectTestBase):
         self.assertIn("py-token", r.stdout)
         self.assertKeyGone(self.server, "lock:foreign")
 
+    def test_a_name_in_brackets_is_refused_as_typed_not_read_as_a_list(self):
+        # CLI11 reads "[prod]" given to a list of names as prod: the lock prod must stay.
+        self.server.command("SET", "lock:prod", "py-token", "NX", "PX", "60000")
+        self.server.command("SET", "lock:a", "py-token", "NX", "PX", "60000")
+        for args in (["release", "[prod]", "--force", "--yes"], ["status", "[a,b]"],
+                     ["status", "a", "[prod]"], ["history", "[prod]"], ["acquire", "[prod]"],
+                     ["extend", "[prod]", "--token", "py-token"],
+                     ["release", "[prod]", "--token", "py-token"]):
+            with self.subTest(args=args):
+                r = self.redlock([self.url], *args)
+                self.assertStatus(r, 64)
+                self.assertEqual(r.stdout, "")
+                self.assertIn("redlock: invalid lock name '[", r.stderr)
+        self.assertEqual(self.server.command("GET", "lock:prod"), "py-token")
+        # Several names are several words.
+        r = self.redlock([self.url], "status", "--json", "a", "prod")
+        self.assertStatus(r, 0)
+        self.assertEqual([lock["name"] for lock in self.json_of(r)["locks"]], ["a", "prod"])
+
     def test_force_on_a_free_lock_is_not_an_error(self):
         r = self.redlock([self.url], "release", "nothing", "--force", "--yes")
         self.assertStatus(r, 0)

@@ -195,6 +195,44 @@ class MetricsTest(MonitoringTest):
         self.assertEqual(sample(m, "redlock_running", name="fragile"), 0)
         self.assertPromtoolClean(path)
 
+    def test_runs_of_two_pid_namespaces_with_one_pid_keep_both_running_records(self):
+        # Containers sharing a metrics directory: a run in each, both redlock pid 2. 0.3
+        # took the other's record for its own (the same pid) or for a dead one.
+        if os.geteuid() != 0:
+            self.skipTest("needs root: unshare --pid")
+        probe = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "true"],
+                               capture_output=True, text=True)
+        if probe.returncode != 0:
+            self.skipTest(f"unshare --pid --fork --mount-proc fails here: {probe.stderr}")
+        path, gate = self.path("pool.prom"), self.path("go")
+        procs = []
+        for i in range(2):
+            started = self.path(f"started{i}")
+            # sh is pid 1 of the new namespace, and forks redlock as pid 2.
+            script = (f"{REDLOCK_BIN} -s {self.url} run -k pool --limit 2 --metrics {path} "
+                      f"-- sh -c 'touch {started}; while [ ! -e {gate} ]; do sleep 0.05; "
+                      f"done'; exit $?")
+            p = subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", "sh", "-c",
+                                  script], env=self.env(), stderr=subprocess.PIPE, text=True)
+            self.addCleanup(lambda p=p: (p.kill(), p.wait(), p.stderr.close()))
+            procs.append(p)
+            wait_until(lambda: os.path.exists(started), 15, message=f"run {i} to start")
+
+        def running():
+            text = self.read(path)
+            return sample(parse_metrics(text), "redlock_running", name="pool") == 2 and text
+
+        text = wait_until(running, 10, message="two runs in the running gauge")
+        pids = re.findall(r"^# redlock-running name=\"pool\" pid=(\d+) ", text, re.M)
+        self.assertEqual(pids, ["2", "2"])
+        with open(gate, "w"):
+            pass
+        for p in procs:
+            self.assertEqual(p.wait(30), 0, p.stderr.read())
+        m = parse_metrics(self.read(path))
+        self.assertEqual(sample(m, "redlock_running", name="pool"), 0)
+        self.assertEqual(sample(m, "redlock_runs_total", name="pool", outcome="ran"), 2)
+
     def test_concurrent_runs_on_one_host_lose_no_count(self):
         # One file for two names, and a metrics directory: every count is exact.
         shared = self.path("shared.prom")
@@ -393,6 +431,23 @@ class NotifyTest(MonitoringTest):
         wait_until(lambda: listener.find(lambda m: m.startswith("STATUS=done")),
                    message="the last STATUS")
         self.assertFalse(listener.find(lambda m: "READY=1" in m), listener.texts())
+
+    def test_a_watchdog_usec_past_its_range_is_ignored_with_a_verbose_note(self):
+        # 0.3 took 2^64-1 (systemd's "infinity", which it refuses) and 2^63 as 1 ms pings.
+        for usec in ("18446744073709551615", "9223372036854775808", "0", "5s"):
+            with self.subTest(usec=usec):
+                listener = self.listener(abstract=True)
+                r = self.run_redlock(["-v", "-s", self.url, "run", "-k", "dog", "--", "sleep",
+                                      "0.5"],
+                                     env=self.env({"NOTIFY_SOCKET": listener.path,
+                                                   "WATCHDOG_USEC": usec}))
+                self.assertStatus(r, 0)
+                wait_until(lambda: listener.find(lambda m: m.startswith("STATUS=done")),
+                           message="the last STATUS")
+                self.assertEqual(len(listener.find(lambda m: "WATCHDOG=1" in m)), 0)
+                self.assertIn(f"redlock: WATCHDOG_USEC '{usec}' is not a number of "
+                              "microseconds from 1 to 3153600000000000 (a century); no "
+                              "WATCHDOG=1 is sent\n", r.stderr)
 
     def test_a_socket_that_is_gone_is_a_verbose_note(self):
         env = self.env({"NOTIFY_SOCKET": self.path("gone.sock"), "WATCHDOG_USEC": "100000"})

@@ -150,6 +150,33 @@ class WaitingTest(E2ETest):
         # ... so the release still wakes it, long before the one-minute TTL.
         self.assertEqual(waiter.wait(20), 0, waiter.stderr)
 
+    def test_a_large_message_on_the_channels_turns_no_waiter_into_a_poller(self):
+        # Anyone who may publish can send 2 MB on a wake channel: 0.3's waiters took it for
+        # junk, dropped the subscription for good and polled (20 waiters: ~9000 commands in
+        # 3 s instead of none).
+        h = self.holder(["-k", "job", "-t", "5m"], global_args=self.args).wait_ready()
+        waiters = [self.start_redlock(self.args + ["run", "-k", "job", "-w", "5m", "--",
+                                                   "true"]) for _ in range(20)]
+        self.wait_subscribed(n=20, proc=waiters[-1])
+
+        def calls():  # the commands of everyone but this test
+            stats = self.server.commandstats()
+            return sum(int(v["calls"]) for k, v in stats.items()
+                       if k not in ("info", "publish", "pubsub|channels"))
+
+        before = calls()
+        big = "x" * (2 << 20)
+        channels = self.server.command("PUBSUB", "CHANNELS", "{lock:job}:*")
+        self.assertGreaterEqual(len(channels), 20)
+        for channel in channels:  # every wake channel, and the holder's events channel
+            self.server.command("PUBLISH", channel, big)
+        time.sleep(3.0)
+        self.assertLessEqual(calls() - before, 20)
+        self.assertEqual(wake_channels(self.server), 20)  # all still listening
+        self.assertEqual(h.release(), 0)
+        for w in waiters:
+            self.assertEqual(w.wait(60), 0, w.stderr)
+
     def test_a_release_wakes_the_first_two_waiters_and_skips_the_dead(self):
         h = self.holder(["-k", "job", "-t", "1m"], global_args=self.args).wait_ready()
         waiters = []
@@ -174,6 +201,35 @@ class WaitingTest(E2ETest):
 
     def test_two_stopped_waiters_at_the_head_do_not_hold_up_the_others(self):
         check_stopped_waiters_at_the_head(self, self.args, [self.server])
+
+    def test_stuck_waiters_at_the_head_do_not_hide_a_live_one_behind_them(self):
+        # More stopped waiters at the head than a release looks at (32): each release that
+        # finds the first it woke still silent moves it behind the others, so the live one
+        # is reached after about one hand-over per stuck waiter. 0.3 told the same 32 again
+        # at every release and never reached it: it waited for its own timer (a minute).
+        h = self.holder(["-k", "job", "-t", "5m"], global_args=self.args).wait_ready()
+        stuck = []
+        for i in range(33):
+            stuck.append(self.start_redlock(self.args + ["run", "-k", "job", "-w", "5m", "--",
+                                                         "true"]))
+            self.wait_subscribed(n=i + 1, proc=stuck[-1])
+        for w in stuck:
+            w.send_signal(signal.SIGSTOP)
+            self.addCleanup(lambda w=w: w.send_signal(signal.SIGCONT))
+        live = self.start_waiter(wait="5m")
+        self.wait_subscribed(n=34, proc=live)
+        self.assertEqual(h.release(), 0)
+        handovers = 0
+        while live.poll() is None and handovers < 60:
+            r = self.run_redlock(self.args + ["run", "-n", "-k", "job", "--", "true"])
+            self.assertIn(r.returncode, (0, 75), r.stderr)  # 75: the live one holds it
+            handovers += r.returncode == 0
+        self.assertEqual(live.wait(30), 0, live.stderr)
+        self.assertLessEqual(handovers, 40)
+        for w in stuck:
+            w.send_signal(signal.SIGCONT)
+        for w in stuck:
+            self.assertEqual(w.wait(60), 0, w.stderr)
 
     def test_a_waiter_that_gives_up_leaves_the_wait_list(self):
         h = self.holder(["-k", "job", "-t", "1m"], global_args=self.args).wait_ready()

@@ -1629,8 +1629,8 @@ def main():
                     help="server counts to run (repeatable; default 1, 3, 5 and --unsafe)")
     ap.add_argument("--unsafe", action="store_true", help="run the known-unsafe cases")
     ap.add_argument("--seconds", type=float, default=None,
-                    help="seconds of faults per server count ($FAULTS_SECONDS; default 60, "
-                         "40 when REDLOCK_E2E_SLACK > 1)")
+                    help="seconds of faults per server count ($FAULTS_SECONDS; default 45, "
+                         "25 when REDLOCK_E2E_SLACK > 1)")
     ap.add_argument("--seed", type=int, default=None, help="$FAULTS_SEED; default random")
     ap.add_argument("--clients", type=int, default=5)
     ap.add_argument("--json", help="also write the figures to this file")
@@ -1639,7 +1639,7 @@ def main():
     opts = ap.parse_args()
     seconds = opts.seconds
     if seconds is None:
-        seconds = float(os.environ.get("FAULTS_SECONDS", "60" if SLACK <= 1 else "40"))
+        seconds = float(os.environ.get("FAULTS_SECONDS", "45" if SLACK <= 1 else "25"))
     seed = opts.seed if opts.seed is not None else int(
         os.environ.get("FAULTS_SEED", random.randrange(1 << 30)))
     counts = opts.servers or []

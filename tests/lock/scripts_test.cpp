@@ -25,7 +25,7 @@ std::string load(const RedisServer& server, const Script& script) {
     return server.command({"SCRIPT", "LOAD", std::string(script.source)});
 }
 
-const std::array<std::pair<std::string_view, const Script*>, 13> k_every_script{{
+const std::array<std::pair<std::string_view, const Script*>, 14> k_every_script{{
     {"acquire", &k_acquire_script},
     {"fence", &k_fence_script},
     {"renew", &k_renew_script},
@@ -39,6 +39,7 @@ const std::array<std::pair<std::string_view, const Script*>, 13> k_every_script{
     {"claim slot", &redlock::lock::k_claim_slot_script},
     {"finish slot", &redlock::lock::k_finish_slot_script},
     {"history", &redlock::lock::k_history_script},
+    {"history page", &redlock::lock::k_history_page_script},
 }};
 
 // The commands `source` calls with redis.<how> ("call" or "pcall"). Every such call must

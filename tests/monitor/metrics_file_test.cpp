@@ -57,6 +57,9 @@ TEST_CASE("an update merges into the file: other names and counters are kept") {
     // The file and its lock, nothing else.
     CHECK(names_in(dir.path) == std::vector<std::string>{".all.prom.lock", "all.prom"});
     CHECK((fs::status(file).permissions() & fs::perms::others_read) != fs::perms::none);
+    // The lock file is for this user's runs alone.
+    CHECK(fs::status(dir.path / ".all.prom.lock").permissions() ==
+          (fs::perms::owner_read | fs::perms::owner_write));
 }
 
 TEST_CASE("a missing directory fails with a message that names the file") {

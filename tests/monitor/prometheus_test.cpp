@@ -1,6 +1,7 @@
 #include <doctest/doctest.h>
 
 #include "monitor/prometheus.hpp"
+#include "util/text.hpp"
 
 using namespace redlock::monitor;
 
@@ -35,7 +36,7 @@ TEST_CASE("a file rendered and parsed again keeps every name, counter and last r
     auto& b = file["we\"ird\\name\n"];
     b.last = LastRun{1.0, 2.0, 0.0, 0.0, 75, "skipped-held"};
     b.runs_total = {{"skipped-held", 1}};
-    b.running.push_back(RunningRun{4242, "boot/123", 1700000001.0});
+    b.running.push_back(RunningRun{4242, "boot/123", 1700000001.0, 4026531836});
     const auto text = render_metrics(file, k_outcomes);
     const auto back = parse_metrics(text);
     REQUIRE(back.size() == 2);
@@ -72,6 +73,22 @@ TEST_CASE("an outcome a newer redlock wrote is kept, not lost in the merge") {
     CHECK(text.find("redlock_runs_total{name=\"job\",outcome=\"force-released\"} 7\n") !=
           std::string::npos);
     CHECK(parse_metrics(text).at("job").runs_total.at("ran") == 3);
+}
+
+TEST_CASE("a label value or running record that is not UTF-8 is dropped, not carried over") {
+    // Another writer of a shared file put bytes promtool refuses: its samples go, the
+    // rest stays.
+    const auto file = parse_metrics("redlock_runs_total{name=\"caf\xe9\",outcome=\"ran\"} 4\n"
+                                    "redlock_runs_total{name=\"b\",outcome=\"r\xffn\"} 4\n"
+                                    "redlock_runs_total{name=\"b\",outcome=\"ran\"} 5\n"
+                                    "# redlock-running name=\"b\" pid=7 since=1.000 id=x\xff\n"
+                                    "# redlock-running name=\"b\" pid=8 since=1.000 id=boot/1\n");
+    CHECK(file.size() == 1);
+    CHECK(file.at("b").runs_total == std::map<std::string, long long>{{"ran", 5}});
+    REQUIRE(file.at("b").running.size() == 1);
+    CHECK(file.at("b").running[0].pid == 8);
+    const auto text = render_metrics(file, k_outcomes);
+    CHECK(redlock::util::is_utf8(text));
 }
 
 TEST_CASE("lines that are not redlock's, or are broken, are dropped") {

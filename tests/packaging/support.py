@@ -21,6 +21,20 @@ CPACK = os.environ.get("CPACK_COMMAND", "cpack")
 MAN1 = os.path.join(SOURCE_DIR, "man", "redlock.1")
 MAN5 = os.path.join(SOURCE_DIR, "man", "redlock.toml.5")
 COMPLETIONS = os.path.join(SOURCE_DIR, "completions")
+README = os.path.join(SOURCE_DIR, "README.md")
+DOCS = os.path.join(SOURCE_DIR, "docs")
+
+
+def markdown_docs():
+    """README.md and the guides in docs/, the README first."""
+    guides = os.listdir(DOCS) if os.path.isdir(DOCS) else []
+    return [README] + sorted(os.path.join(DOCS, f) for f in guides if f.endswith(".md"))
+
+def project_version():
+    """The CMake project version (packages and --version carry it)."""
+    with open(os.path.join(SOURCE_DIR, "CMakeLists.txt")) as f:
+        return re.search(r"project\(redlock VERSION (\S+)", f.read()).group(1)
+
 
 # The commands the completions know, whether or not this build has them yet; the
 # commands `redlock --help` lists are added to these in every check.

@@ -26,9 +26,7 @@ EXPECTED = [
 ]
 
 
-def project_version():
-    with open(os.path.join(support.SOURCE_DIR, "CMakeLists.txt")) as f:
-        return re.search(r"project\(redlock VERSION (\S+)", f.read()).group(1)
+project_version = support.project_version
 
 
 def owning_package(path):
@@ -177,6 +175,73 @@ class DebianPackage(unittest.TestCase):
         with open(os.path.join(support.SOURCE_DIR, "packaging", "debian", "changelog")) as f:
             first = f.readline()
         self.assertTrue(first.startswith(f"redlock ({project_version()}) "), first)
+
+
+class ReleaseDebianPackages(unittest.TestCase):
+    """The .debs scripts/release.sh built (CTest `release: deb`, label release, after the
+    `release: build` fixture; left out of `packaging: test_deb` by load_tests below)."""
+
+    def setUp(self):
+        import release  # the release tests' helpers; only these tests need them
+        release.require_dist(self)
+        support.require_tool(self, "dpkg-deb")
+        self.release = release
+        self.debs = {arch: os.path.join(release.DIST, f"redlock_{project_version()}_{deb}.deb")
+                     for arch, (deb, _) in release.ARCHES.items()}
+
+    def field(self, deb, name):
+        return support.run(["dpkg-deb", "-f", deb, name], timeout=30).stdout.strip()
+
+    def test_metadata_and_depends_on_libc6_alone(self):
+        for arch, deb in self.debs.items():
+            with self.subTest(arch):
+                self.assertEqual(self.field(deb, "Package"), "redlock")
+                self.assertEqual(self.field(deb, "Version"), project_version())
+                self.assertEqual(self.field(deb, "Architecture"),
+                                 self.release.ARCHES[arch][0])
+                depends = self.field(deb, "Depends")
+                match = re.fullmatch(r"libc6 \(>= 2\.(\d+)\)", depends)
+                self.assertIsNotNone(match, depends)
+                self.assertLessEqual(int(match.group(1)), 28, depends)
+                self.assertEqual(self.field(deb, "Recommends"), "libssl3 | libssl1.1")
+                self.assertGreater(int(self.field(deb, "Installed-Size")), 1000)
+
+    def test_holds_every_installed_file_owned_by_root(self):
+        for arch, deb in self.debs.items():
+            with self.subTest(arch):
+                listing = support.run(["dpkg-deb", "-c", deb], timeout=30).stdout
+                paths = [line.split()[-1] for line in listing.splitlines()]
+                for path in EXPECTED:
+                    self.assertIn("./" + path, paths)
+                for line in listing.splitlines():
+                    self.assertIn(" root/root ", line)
+                control = support.run(["dpkg-deb", "-I", deb, "md5sums"], timeout=30).stdout
+                self.assertIn("usr/bin/redlock", control)
+
+    def test_the_amd64_package_runs_here(self):
+        with tempfile.TemporaryDirectory() as root:
+            support.run(["dpkg-deb", "-x", self.debs["x86_64"], root], timeout=60)
+            out = support.run([os.path.join(root, "usr", "bin", "redlock"), "--version"],
+                              timeout=20).stdout
+            self.assertRegex(out, rf"^redlock {re.escape(project_version())} ")
+
+    def test_lintian_finds_no_error_and_no_warning(self):
+        lintian = support.require_tool(self, "lintian")
+        for arch, deb in self.debs.items():
+            with self.subTest(arch):
+                result = support.run([lintian, "--tag-display-limit", "0", "--fail-on",
+                                      "error,warning", deb], timeout=300, check=False)
+                tags = [l for l in result.stdout.splitlines() if re.match(r"^[EW]: ", l)]
+                self.assertEqual(tags, [], result.stdout + result.stderr)
+                self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
+
+
+def load_tests(loader, tests, pattern):
+    """`runtests.py test_deb` (packaging: test_deb) runs the CPack package's tests only;
+    the release packages' run as `test_deb.ReleaseDebianPackages` (release: deb)."""
+    suite = unittest.TestSuite()
+    suite.addTests(loader.loadTestsFromTestCase(DebianPackage))
+    return suite
 
 
 if __name__ == "__main__":

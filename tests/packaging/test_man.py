@@ -70,11 +70,13 @@ class ManPageCoversTheCli(unittest.TestCase):
 
 
 class DocsAgree(unittest.TestCase):
-    """What the README, the man page, the examples and the demo tell a user to type."""
+    """What the README and docs/, the man page, the examples and the demo tell a user to
+    type."""
 
     def cron_lines(self):
         texts = {
-            "README.md": open(os.path.join(support.SOURCE_DIR, "README.md")).read(),
+            "README.md and docs/": "\n".join(
+                open(path).read() for path in support.markdown_docs()),
             "man EXAMPLES": support.man_sections(MAN1)["EXAMPLES"].replace("\\-", "-"),
             "packaging/examples/crontab": open(os.path.join(
                 support.SOURCE_DIR, "packaging", "examples", "crontab")).read(),

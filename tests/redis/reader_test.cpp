@@ -1,5 +1,7 @@
+#include <algorithm>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <doctest/doctest.h>
 
@@ -166,4 +168,47 @@ TEST_CASE("bytes that are not RESP are a protocol error") {
     Reader reader;
     auto result = read_all(reader, "HTTP/1.1 400 Bad Request\r\n");
     CHECK(result.error == "Protocol error, got \"H\" as reply type byte");
+}
+
+TEST_CASE("a bulk string past the pass-over length is dropped as it comes and read as nil") {
+    // Two messages of a subscription around one of 20 MB (past the 4 MB a reply may take):
+    // whatever the pieces the bytes come in, three replies, the large payload a nil.
+    auto message = [](std::string_view payload) {
+        return "*3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$" + std::to_string(payload.size()) + "\r\n" +
+               std::string(payload) + "\r\n";
+    };
+    const std::string large(20 << 20, 'x');
+    const std::string bytes = message("released 1") + message(large) + message("released 2");
+    for (size_t piece : {size_t{1} << 20, size_t{4096}, size_t{61}}) {
+        CAPTURE(piece);
+        Reader reader;
+        reader.pass_over_bulks_longer_than(65536);
+        std::vector<std::string> payloads;
+        size_t most_pending = 0;
+        for (size_t at = 0; at < bytes.size(); at += piece) {
+            if (!reader.feed(std::string_view(bytes).substr(at, piece)))
+                FAIL("refused at byte ", at);
+            most_pending = std::max(most_pending, reader.pending());
+            for (;;) {
+                auto reply = reader.next();
+                REQUIRE(reply);
+                if (!*reply)
+                    break;
+                REQUIRE((*reply)->elements == 3);
+                const auto& payload = *(*reply)->element[2];
+                payloads.emplace_back(
+                    payload.type == REDIS_REPLY_NIL ? "nil" : redlock::redis::text(payload));
+            }
+        }
+        CHECK(payloads == std::vector<std::string>{"released 1", "nil", "released 2"});
+        CHECK(most_pending <= std::max(piece, size_t{65536}) + 64); // never held whole
+        CHECK(reader.pending() == 0);
+    }
+}
+
+TEST_CASE("without pass-over a bulk string past the byte limit is still refused") {
+    Reader reader;
+    auto result = read_all(reader, "$" + std::to_string(k_max_reply_bytes + 1) + "\r\n");
+    CHECK(result.error ==
+          "reply too large: bulk string of " + std::to_string(k_max_reply_bytes + 1) + " bytes");
 }

@@ -35,3 +35,16 @@ TEST_CASE("parse_utc_timestamp handles the far ends of the range without overflo
     CHECK(*last > UtcMillis{sys_days{2262y / January / 1}}); // beyond system_clock's ns
     CHECK(parse_utc_timestamp("0000-01-01T00:00:00.000Z"));
 }
+
+TEST_CASE("plausible_ms believes 1970 to 9999 and nothing else") {
+    using redlock::util::k_max_unix_ms;
+    using redlock::util::plausible_ms;
+    CHECK(plausible_ms(0LL) == 0);
+    CHECK(plausible_ms(k_max_unix_ms) == k_max_unix_ms);
+    CHECK_FALSE(plausible_ms(-1LL));
+    CHECK_FALSE(plausible_ms(k_max_unix_ms + 1));
+    CHECK_FALSE(plausible_ms(std::optional<long long>()));
+    // The last believable time formats as the last millisecond of 9999.
+    CHECK(redlock::util::format_utc_timestamp(UtcMillis{milliseconds(k_max_unix_ms)}) ==
+          "9999-12-31T23:59:59.999Z");
+}
