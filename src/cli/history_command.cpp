@@ -148,7 +148,8 @@ void write_history_run(util::JsonWriter& json, const lock::HistoryEntry& e) {
             .end_object();
     else
         json.null();
-    json.field("note", e.note);
+    if (e.note) // only a killed run's whose lock kept its ttl: why
+        json.field("note", *e.note);
     json.end_object();
 }
 

@@ -11,10 +11,11 @@ finds it never comes back.
 
 import json
 import os
+import shutil
 import signal
 import time
 
-from redlock_e2e import SLACK, E2ETest, RedisServer, read_pid_file, wait_until
+from redlock_e2e import SLACK, E2ETest, free_port, read_pid_file, wait_until
 
 # PROGRAM of a holder: a daemon in a session of its own (setsid) and a double-forked
 # child, both touching $1/heartbeat; then "ready" and a wait for ever.
@@ -76,9 +77,9 @@ class DeadHolderTest(E2ETest):
         killed = [r for r in runs if r["outcome"] == "killed"]
         self.assertEqual(len(killed), 1, runs)
         if note:
-            self.assertIn("not proven gone", killed[0]["note"] or "")
+            self.assertIn("not proven gone", killed[0].get("note", ""))
         else:
-            self.assertIsNone(killed[0]["note"])
+            self.assertNotIn("note", killed[0])
         return killed[0]
 
     def test_a_killed_holder_releases_at_once_and_its_tree_is_gone(self):
@@ -164,6 +165,24 @@ while [ ! -e "$d/heartbeat" ]; do sleep 0.01; done
         args = ["-s", f"redis://:s3cret@127.0.0.1:{server.port}"]
         proc, d = self.start_holder(args)
         # The password is in the will, never on the releaser's command line.
+        waiter = self.start_waiter(args, d)
+        self.assertWaiterStartsSoonAfterTheKill(proc, waiter, d)
+        self.assertKilledEntry(args)
+
+    def test_a_killed_holder_releases_over_tls(self):
+        if not shutil.which("openssl"):
+            self.skipTest("openssl is not installed (scripts/setup.sh installs it)")
+        from test_tls import make_certs
+        certs = make_certs()
+        self.addCleanup(shutil.rmtree, certs, True)
+        tls_port = free_port()
+        self.redis_server(extra_args=(
+            "--tls-port", str(tls_port), "--tls-cert-file", f"{certs}/server.pem",
+            "--tls-key-file", f"{certs}/server.key", "--tls-ca-cert-file", f"{certs}/ca.pem",
+            "--tls-auth-clients", "no"))
+        config = self.write_file("tls.toml", f'tls_ca_file = "{certs}/ca.pem"\n')
+        args = ["-c", config, "-s", f"rediss://127.0.0.1:{tls_port}"]
+        proc, d = self.start_holder(args)
         waiter = self.start_waiter(args, d)
         self.assertWaiterStartsSoonAfterTheKill(proc, waiter, d)
         self.assertKilledEntry(args)
