@@ -231,3 +231,15 @@ while [ ! -e "$d/heartbeat" ]; do sleep 0.01; done
         # Both have landed by then (1 s each way through the proxy).
         time.sleep(3)
         self.assertKeyGone(server, "lock:dead", within=15 * SLACK)
+
+    def test_the_releaser_by_hand_acts_on_nothing_but_a_will(self):
+        server = self.redis_server()
+        holder = self.holder(["-k", "dead"], global_args=["-s", server.url()]).wait_ready()
+        # Not a will: refused, and the lock is untouched.
+        r = self.run_redlock(["__release-dead-run"], input=holder.token.encode())
+        self.assertStatus(r, 64)
+        self.assertIn("its input is not a will", r.stderr)
+        self.assertEqual(server.command("GET", "lock:dead"), holder.token)
+        r = self.run_redlock(["--help"])
+        self.assertNotIn("release-dead-run", r.stdout)
+        self.assertEqual(holder.release(), 0)
