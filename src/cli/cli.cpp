@@ -17,6 +17,7 @@
 #include "config/load.hpp"
 #include "lock/lock.hpp"
 #include "lock/name.hpp"
+#include "process/watchdog.hpp"
 #include "redis/tls.hpp"
 #include "util/duration.hpp"
 #include "util/error.hpp"
@@ -657,6 +658,9 @@ std::expected<CommandLine, int> parse_with_cli11(int argc, char** argv) {
 namespace {
 
 int run_main(int argc, char** argv) {
+    // What a run's watchdog becomes when redlock dies: no options, no config.
+    if (argc == 2 && std::string_view(argv[1]) == process::k_release_command)
+        return dead_run_command();
     // A copy: mask_passwords() rewrites argv, which the view would point into.
     const std::string chosen(chosen_command(argc, argv));
     if (!chosen.empty() && help_text(chosen).empty() &&

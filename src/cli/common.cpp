@@ -82,6 +82,8 @@ int exit_status(const job::RunResult& result, int conflict_exit_code) {
         return conflict_exit_code;
     case job::Outcome::interrupted:
         return 128 + result.signal;
+    case job::Outcome::killed: // as its parent saw it, whatever the signal (not known)
+        return 128 + SIGKILL;
     case job::Outcome::failed:
         break;
     }

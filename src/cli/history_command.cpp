@@ -60,6 +60,10 @@ std::string outcome_text(const lock::HistoryEntry& e) {
         return "lease lost";
     if (e.outcome == "max-hold")
         return "stopped by --max-hold";
+    if (e.outcome == "killed")
+        return e.note ? "redlock killed; the lock kept its ttl" : "redlock killed; released";
+    if (e.outcome == "reaped")
+        return by.empty() ? "reaped (an earlier boot)" : "reaped by " + by + " (an earlier boot)";
     if (e.outcome == "ran" && e.exit_status)
         return util::format("ran, exit {}", *e.exit_status);
     return e.outcome;
@@ -144,6 +148,8 @@ void write_history_run(util::JsonWriter& json, const lock::HistoryEntry& e) {
             .end_object();
     else
         json.null();
+    if (e.note) // only a killed run's whose lock kept its ttl: why
+        json.field("note", *e.note);
     json.end_object();
 }
 

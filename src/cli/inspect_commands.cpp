@@ -42,8 +42,13 @@ void write_holder(util::JsonWriter& json, const std::optional<lock::Holder>& hol
         .field("user", holder->user)
         .field("command", holder->command)
         .field("acquired_at", holder->acquired_at)
-        .field("ttl_ms", holder->ttl_ms)
-        .end_object();
+        .field("ttl_ms", holder->ttl_ms);
+    // Which machine and boot (redlock reap): null when the holder did not say.
+    auto known = [](const std::string& s) {
+        return s.empty() ? std::nullopt : std::optional<std::string>(s);
+    };
+    json.field("machine_id", known(holder->machine)).field("boot_id", known(holder->boot));
+    json.end_object();
 }
 
 util::UtcMillis utc(long long unix_ms) {

@@ -1,6 +1,7 @@
 #include "cli/run_command.hpp"
 
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 
 #include "cli/common.hpp"
@@ -57,6 +58,16 @@ int run_command(const RunOptions& options, const config::Config& config) {
     spec.min_hold = options.min_hold;
     spec.once_per = options.once_per;
     spec.limit = options.limit;
+    // If redlock dies, its releaser reports the run's end there too (job/will.hpp).
+    std::error_code ec;
+    if (!options.metrics_file.empty())
+        spec.metrics_file = std::filesystem::absolute(options.metrics_file, ec).string();
+    else if (!options.metrics_dir.empty())
+        spec.metrics_file = std::filesystem::absolute(
+                                monitor::metrics_file_in(options.metrics_dir, options.name), ec)
+                                .string();
+    if (options.events && !options.events->starts_with("fd:"))
+        spec.events_file = std::filesystem::absolute(*options.events, ec).string();
     StderrObserver stderr_observer(options.name);
 
     // Nothing but stderr asked for (most runs): no fan-out, nothing else set up.

@@ -41,4 +41,8 @@ struct RunOptions {
 // Returns the exit status of the whole command.
 [[nodiscard]] int run_command(const RunOptions& options, const config::Config& config);
 
+// `redlock __release-dead-run` (process::k_release_command): the releaser of a run whose
+// redlock died, its will on stdin (cli/dead_run_command.cpp).
+[[nodiscard]] int dead_run_command();
+
 } // namespace redlock::cli

@@ -34,13 +34,14 @@ enum class Outcome {
     interrupted,    // a signal ended the wait (128+N)
     stopped,        // PROGRAM stopped by redlock for another reason, such as the watchdog gone (70)
     failed,         // an error before PROGRAM ran: servers, config, exec (its kind's status)
+    killed,         // redlock itself was killed (or crashed): told by its releaser (dead_run.hpp)
 };
 [[nodiscard]] const char* outcome_name(Outcome outcome);
 // Every outcome, in the order above (metrics list each one, 0 until it happens).
 inline constexpr Outcome k_outcomes[] = {
     Outcome::ran,          Outcome::lost,         Outcome::force_released, Outcome::max_hold,
     Outcome::skipped_held, Outcome::skipped_slot, Outcome::gave_up,        Outcome::interrupted,
-    Outcome::stopped,      Outcome::failed};
+    Outcome::stopped,      Outcome::failed,       Outcome::killed};
 
 // While waiting: who holds the lock, as far as the servers said.
 struct Waiting {

@@ -5,7 +5,9 @@
 #include <unistd.h>
 
 #include "job/nested.hpp"
+#include "job/recorder.hpp"
 #include "job/supervise.hpp"
+#include "job/will.hpp"
 #include "lock/holder.hpp"
 #include "lock/inspect.hpp"
 #include "lock/lock.hpp"
@@ -44,6 +46,8 @@ const char* outcome_name(Outcome outcome) {
         return "stopped";
     case Outcome::failed:
         return "failed";
+    case Outcome::killed:
+        return "killed";
     }
     return "failed";
 }
@@ -71,74 +75,6 @@ int slot_status(const RunResult& result) {
         return result.program_status;
     }
 }
-
-// What a run records in its name's history (lock/history.hpp): who it is, and how it
-// ended. With history = 0 no entry is kept, but the name's counters still count it (the
-// script writes them with the entry: lock/scripts.hpp, k_history_counters). The run's id
-// is the first half of its first token: unique, and no secret once the run has ended.
-class Recorder {
-  public:
-    Recorder(const config::Config& config, const lock::Holder& holder, const std::string& token,
-             std::optional<Millis> once_per)
-        : m_config(config), m_holder(holder), m_run(token.substr(0, 16)), m_once_per(once_per),
-          m_started(Clock::now()) {}
-
-    // For the last attempt of a run that will not wait on (job::acquire fills in the
-    // outcome and the time waited); null for a run that waits as long as it takes.
-    [[nodiscard]] const lock::HistoryRecord* skip(bool can_give_up) {
-        if (!can_give_up)
-            return nullptr;
-        m_skip = base();
-        return &*m_skip;
-    }
-    void acquired(Clock::time_point at) { m_acquired = at; }
-
-    // The entry of a run that got the lock (or, before that, was stopped), as it ends.
-    [[nodiscard]] std::optional<lock::HistoryRecord>
-    ended(Outcome outcome, std::optional<int> status, long long fence,
-          const std::optional<lock::Holder>& by = std::nullopt) const {
-        auto record = base();
-        const auto now = Clock::now();
-        const auto acquired = m_acquired.value_or(now);
-        record.waited = std::chrono::floor<Millis>(acquired - m_started);
-        record.held = std::chrono::floor<Millis>(now - acquired);
-        record.add("outcome", outcome_name(outcome));
-        if (status)
-            record.add("status", std::to_string(*status));
-        if (fence > 0)
-            record.add("fence", std::to_string(fence));
-        if (by) {
-            record.add("by_host", by->host);
-            record.add("by_pid", std::to_string(by->pid));
-            record.add("by_user", by->user);
-        }
-        return record;
-    }
-
-  private:
-    [[nodiscard]] lock::HistoryRecord base() const {
-        lock::HistoryRecord record;
-        record.keep = m_config.history;
-        record.max_age = m_config.history_max_age;
-        record.fields.reserve(160 + m_holder.command.size());
-        record.add("run", m_run);
-        record.add("host", m_holder.host);
-        record.add("pid", std::to_string(m_holder.pid));
-        record.add("user", m_holder.user);
-        record.add("command", m_holder.command);
-        if (m_once_per) // the counters keep the slot, for the overdue alert
-            record.add("slot_ms", std::to_string(m_once_per->count()));
-        return record;
-    }
-
-    const config::Config& m_config;
-    const lock::Holder& m_holder;
-    std::string m_run;
-    std::optional<Millis> m_once_per;
-    Clock::time_point m_started;
-    std::optional<Clock::time_point> m_acquired;
-    std::optional<lock::HistoryRecord> m_skip;
-};
 
 // The release, with the run's history entry in the same write; -v says where the entry
 // could not be written (it changes nothing of the run).
@@ -200,6 +136,47 @@ void give_back_slot(lock::Lock& lock, const RunSpec& options, const config::Conf
 
 } // namespace
 
+namespace {
+
+// PROGRAM's own cgroup where one can be made: nothing PROGRAM starts can leave it.
+std::optional<process::Cgroup> make_cgroup() {
+    if (const char* off = std::getenv("REDLOCK_NO_CGROUP"); off && *off)
+        return std::nullopt;
+    std::string why_not;
+    auto cgroup = process::Cgroup::create(::getpid(), why_not);
+    if (!cgroup)
+        log::verbose("PROGRAM gets no cgroup of its own: {}", why_not);
+    return cgroup;
+}
+
+// The will of this run, as it starts (job/will.hpp).
+WillBody will_body(const RunSpec& options, const config::Config& config, const lock::Holder& holder,
+                   const lock::Lock& lock, const std::string& run) {
+    WillBody body;
+    body.config.key_prefix = config.key_prefix;
+    body.config.history = config.history;
+    body.config.history_max_age = config.history_max_age;
+    body.config.servers = config.servers;
+    body.name = options.name;
+    body.ttl = options.ttl;
+    body.limit = lock.limit();
+    body.waiter = lock.waiter();
+    body.once_per = options.once_per;
+    body.min_hold = options.min_hold;
+    body.run = run;
+    body.host = holder.host;
+    body.pid = holder.pid;
+    body.user = holder.user;
+    body.command = holder.command;
+    body.started = Clock::now();
+    body.started_wall = std::chrono::system_clock::now();
+    body.metrics_file = options.metrics_file;
+    body.events_file = options.events_file;
+    return body;
+}
+
+} // namespace
+
 RunResult run(const RunSpec& options, const config::Config& config, Observer& observer) {
     if (auto nested = run_nested(options, config, observer))
         return *nested;
@@ -217,9 +194,25 @@ RunResult run(const RunSpec& options, const config::Config& config, Observer& ob
         make_lock(config, options.name, token, options.ttl, lock::holder_fields(holder, token));
     if (options.limit > 1)
         lock.set_limit(options.limit);
-    Recorder recorder(config, holder, token, options.once_per);
+    Recorder recorder(config, holder, Recorder::run_id(token), Clock::now(), options.once_per);
+
+    // The watchdog first, before the first attempt: from then on, whenever redlock dies,
+    // it kills PROGRAM's tree (in its cgroup where one can be made) and then frees what
+    // the run held or was acquiring, as the will says (job/will.hpp).
+    std::optional<process::Cgroup> cgroup = make_cgroup();
+    auto will =
+        Will::create(will_body(options, config, holder, lock, Recorder::run_id(token)), lock);
+    if (will)
+        lock.before_attempt([&will](const lock::Lock& l) { will->attempt(l); });
+    auto watchdog = process::Watchdog::start(cgroup ? &*cgroup : nullptr, will ? will->fd() : -1);
+    if (!watchdog)
+        return failed({watchdog.error().kind,
+                       util::format("cannot start the watchdog: {}; PROGRAM not started",
+                                    watchdog.error().message)});
     auto acquired = acquire(lock, options.name, options.wait, *signals, observer,
                             recorder.skip(options.wait.wait.has_value()));
+    if (!acquired || acquired->outcome != Acquisition::Outcome::acquired)
+        watchdog->disarm(); // nothing is left on the servers
     if (!acquired)
         return failed(acquired.error());
     switch (acquired->outcome) {
@@ -234,9 +227,18 @@ RunResult run(const RunSpec& options, const config::Config& config, Observer& ob
     }
     const auto acquired_at = Clock::now();
     recorder.acquired(acquired_at);
+    if (will)
+        will->acquired(lock, acquired_at);
+    // Released from now on (or kept for --min-hold): the watchdog stays armed until then.
+    auto let_go = [&](const std::optional<lock::HistoryRecord>& record) {
+        release(lock, record, observer);
+        watchdog->disarm();
+    };
     if (options.once_per)
-        if (auto claim = claim_slot(lock, options, holder, config, recorder, observer))
+        if (auto claim = claim_slot(lock, options, holder, config, recorder, observer)) {
+            watchdog->disarm();
             return *claim;
+        }
 
     // A renewal must be answered well inside the lease; past a quarter of the TTL one slow
     // round trip more loses it. Said once, at the start, not when it is too late.
@@ -248,32 +250,10 @@ RunResult run(const RunSpec& options, const config::Config& config, Observer& ob
             util::format_duration(options.ttl),
             util::format_duration(std::chrono::ceil<Millis>(lock.round_trip()) * 10)));
     process::become_subreaper();
-    // PROGRAM's own cgroup where one can be made: nothing PROGRAM starts can leave it.
-    std::optional<process::Cgroup> cgroup;
-    if (const char* off = std::getenv("REDLOCK_NO_CGROUP"); !off || !*off) {
-        std::string why_not;
-        cgroup = process::Cgroup::create(::getpid(), why_not);
-        if (!cgroup)
-            log::verbose("PROGRAM gets no cgroup of its own: {}", why_not);
-    }
-    // The watchdog first, with the lease's deadlines: from PROGRAM's first instant on, a
-    // stopped redlock cannot leave it running past the lease.
+    // The lease's deadlines: from PROGRAM's first instant on, a stopped redlock cannot leave
+    // it running past the lease.
     StopSchedule schedule(options.ttl);
-    auto watchdog = process::Watchdog::start(schedule.term_at(lock.validity_end()),
-                                             schedule.kill_at(lock.validity_end()),
-                                             cgroup ? &*cgroup : nullptr);
-    if (!watchdog) {
-        give_back_slot(
-            lock, options, config,
-            {watchdog.error().kind, "cannot start the watchdog: " + watchdog.error().message});
-        release(
-            lock,
-            recorder.ended(Outcome::failed, util::exit_status(watchdog.error().kind), lock.fence()),
-            observer);
-        return failed({watchdog.error().kind,
-                       util::format("cannot start the watchdog: {}; PROGRAM not started",
-                                    watchdog.error().message)});
-    }
+    watchdog->update(schedule.term_at(lock.validity_end()), schedule.kill_at(lock.validity_end()));
     process::SpawnOptions spawn;
     spawn.argv = options.program;
     spawn.env = {{"REDLOCK_KEY", options.name},
@@ -284,14 +264,13 @@ RunResult run(const RunSpec& options, const config::Config& config, Observer& ob
         spawn.env.emplace_back("REDLOCK_PERMIT", std::to_string(lock.permit()));
     spawn.child_mask = &signals->original_mask();
     spawn.cgroup = cgroup ? &*cgroup : nullptr;
+    watchdog->spawning();
     auto child = process::Child::spawn(spawn);
     if (!child) {
-        watchdog->disarm();
+        watchdog->reaped(); // the child that could not exec is reaped
         give_back_slot(lock, options, config, child.error());
-        release(
-            lock,
-            recorder.ended(Outcome::failed, util::exit_status(child.error().kind), lock.fence()),
-            observer);
+        let_go(
+            recorder.ended(Outcome::failed, util::exit_status(child.error().kind), lock.fence()));
         return failed(child.error());
     }
     if (cgroup && !child->in_cgroup()) {
@@ -307,11 +286,11 @@ RunResult run(const RunSpec& options, const config::Config& config, Observer& ob
     const auto supervised =
         supervise(lock, *child, *signals, *watchdog, options.name, options.max_hold, observer);
     // The tree is reaped: its cgroup goes now, not after the release's round trip, so a
-    // redlock killed meanwhile leaves none behind. Until then the watchdog, which removes
-    // it if redlock dies, stays armed.
+    // redlock killed meanwhile leaves none behind. The watchdog stays armed for the
+    // release: a redlock killed during it leaves the release to its releaser.
     if (cgroup)
         cgroup->remove();
-    watchdog->disarm();
+    watchdog->reaped();
     RunResult result{.outcome = Outcome::ran,
                      .program_status = process::exit_status_of(supervised.wait_status)};
     switch (supervised.end) {
@@ -327,6 +306,8 @@ RunResult run(const RunSpec& options, const config::Config& config, Observer& ob
         result.outcome = Outcome::stopped;
         break;
     }
+    if (will)
+        will->ended(result.outcome, slot_status(result));
     if (options.once_per) // the slot's record says how the run ended; kept a slot at least
         lock.finish_slot(slot_status(result), *options.once_per);
     // --min-hold: held at least D from acquiring. What is left of D becomes the lease
@@ -339,6 +320,7 @@ RunResult run(const RunSpec& options, const config::Config& config, Observer& ob
         auto left = std::chrono::ceil<Millis>(acquired_at + *options.min_hold - Clock::now());
         if (left >= 10ms) {
             if (lock.extend(left, record ? &*record : nullptr) == lock::RenewStatus::renewed) {
+                watchdog->disarm();
                 for (const auto& failure : lock.history_failures())
                     log::verbose("history not written on {}", failure);
                 observer.kept(left, *options.min_hold);
@@ -348,7 +330,7 @@ RunResult run(const RunSpec& options, const config::Config& config, Observer& ob
                          options.name, lock::describe_round(lock.last_round()));
         }
     }
-    release(lock, record, observer);
+    let_go(record);
     return result;
 }
 

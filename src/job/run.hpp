@@ -1,8 +1,9 @@
 #pragma once
-// A whole `redlock run`: a nested run under the outer lock, or acquire (job/acquire.hpp),
-// claim the --once-per slot, start the watchdog and PROGRAM (in a cgroup of its own where
-// one can be made), supervise it under the lease (job/supervise.hpp), and release, or keep
-// the lock for the rest of --min-hold. Returns how it ended, as a value; cli/ turns that
+// A whole `redlock run`: a nested run under the outer lock, or start the watchdog with the
+// run's will (job/will.hpp: what it frees if redlock dies), acquire (job/acquire.hpp),
+// claim the --once-per slot, start PROGRAM (in a cgroup of its own where one can be made),
+// supervise it under the lease (job/supervise.hpp), and release, or keep the lock for the
+// rest of --min-hold. Returns how it ended, as a value; cli/ turns that
 // into the exit status.
 
 #include <chrono>
@@ -29,6 +30,10 @@ struct RunSpec {
     // --once-per: at most one run of NAME per slot of this length, on the servers' clock.
     std::optional<Millis> once_per;
     size_t limit = 1; // --limit: holders at once (a semaphore above 1)
+    // Where the run's end is reported if redlock dies (its will, job/will.hpp): the
+    // metrics file and the --events FILE, absolute paths (empty: none).
+    std::string metrics_file;
+    std::string events_file;
 };
 
 struct RunResult {

@@ -129,6 +129,12 @@ std::optional<long long> Lock::queue_position() {
     return std::ranges::max(*ranks);
 }
 
+void Lock::take_place_of(std::string waiter, std::optional<long long> ticket, bool listed) {
+    m_waiter = std::move(waiter);
+    m_ticket = ticket;
+    m_listed = listed && !ticket;
+}
+
 void Lock::leave_queue() {
     if (!m_ticket) {
         if (!m_listed)

@@ -61,6 +61,8 @@ parse_history_entry(const std::vector<std::pair<std::string, std::string>>& fiel
             e.by_pid = number(value);
         } else if (name == "by_user") {
             e.by_user = value;
+        } else if (name == "note") {
+            e.note = value;
         }
     }
     if (!has_run || e.outcome.empty())

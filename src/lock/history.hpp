@@ -31,7 +31,7 @@ struct HistoryRecord {
     std::chrono::milliseconds waited{};
     std::chrono::milliseconds held{};
     // Field/value pairs: run, host, pid, user, command, outcome, and as they apply status,
-    // fence, by_host, by_pid, by_user; each one ended by a NUL, as the history script takes
+    // fence, by_host, by_pid, by_user, note; each one ended by a NUL, as the history script takes
     // them (one argument for all: this goes with every release).
     std::string fields;
     void add(std::string_view field, std::string_view value) {
@@ -59,6 +59,8 @@ struct HistoryEntry {
     std::optional<std::string> by_host;
     std::optional<long long> by_pid;
     std::optional<std::string> by_user;
+    // Said of a run whose lock kept its TTL when it was killed: why.
+    std::optional<std::string> note;
 };
 
 struct HistoryRead {

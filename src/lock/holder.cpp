@@ -116,6 +116,8 @@ Holder current_holder(std::span<const std::string> command, long pid,
                                    .count());
     if (const auto ns = process::pid_namespace())
         h.pid_ns = std::to_string(ns);
+    h.machine = process::machine_id();
+    h.boot = process::boot_id();
     h.user = user_name();
     h.command = util::redact_secrets(shell_quote(command), secrets);
     if (h.command.size() > k_max_command_length)
@@ -142,6 +144,10 @@ std::vector<std::string> holder_fields(const Holder& holder, const std::string& 
         fields.insert(fields.end(), {"pidns", holder.pid_ns});
     if (!holder.nest.empty())
         fields.insert(fields.end(), {"nest", holder.nest});
+    if (!holder.machine.empty())
+        fields.insert(fields.end(), {"machine", holder.machine});
+    if (!holder.boot.empty())
+        fields.insert(fields.end(), {"boot", holder.boot});
     return fields;
 }
 
@@ -163,7 +169,15 @@ std::optional<Holder> parse_holder(const std::map<std::string, std::string>& fie
     h.process = get("process");
     h.pid_ns = get("pidns");
     h.nest = get("nest");
+    h.machine = get("machine");
+    h.boot = get("boot");
     return h;
+}
+
+bool of_earlier_boot(const Holder& holder, const Holder& here) {
+    return !holder.machine.empty() && !holder.boot.empty() && !here.machine.empty() &&
+           !here.boot.empty() && !holder.host.empty() && holder.machine == here.machine &&
+           holder.host == here.host && holder.boot != here.boot;
 }
 
 } // namespace redlock::lock

@@ -28,14 +28,25 @@ struct Holder {
     // The digest of the secret the holder gave PROGRAM's environment (nest_digest): what a
     // nested run proves it descends from the holder with. Empty without one.
     std::string nest;
+    // The holder's machine (its /etc/machine-id) and boot (process::boot_id): a lock held
+    // by this machine under an earlier boot is held by nobody (of_earlier_boot). Empty
+    // when unknown (another client, a redlock before 0.4, a machine without an id).
+    std::string machine;
+    std::string boot;
 };
+
+// Whether `holder` is `here`'s machine (the same machine id and host name: two machines
+// cloned from one image may share an id) under an earlier boot, so that nothing of its
+// run can still be running: what `redlock reap` releases, and a run takes over at once.
+// Never when either side does not know its machine or boot.
+[[nodiscard]] bool of_earlier_boot(const Holder& holder, const Holder& here);
 
 // The digest of a nesting secret as the metadata keeps it: the secret itself never
 // reaches the servers, where anyone who can read the lock could read it.
 [[nodiscard]] std::string nest_digest(std::string_view secret);
 
-// The holder for this process: host name, effective user, the given pid (and its
-// identity and pid namespace) and command line; `nest` is left for the caller to set.
+// The holder for this process: host name, machine and boot, effective user, the given pid
+// (and its identity and pid namespace) and command line; `nest` is left for the caller to set.
 // The command is stored with its secrets masked (util/redact.hpp): `secrets` are the
 // passwords redlock knows of (its servers'), masked wherever they appear.
 [[nodiscard]] Holder current_holder(std::span<const std::string> command, long pid,

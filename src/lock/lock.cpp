@@ -191,6 +191,8 @@ util::Expected<AcquireResult> Lock::acquire_key(int interrupt_fd, bool leader_fi
         m_listed = true;
     }
     args.insert(args.end(), m_holder.begin(), m_holder.end());
+    if (m_before_attempt)
+        m_before_attempt(*this);
     const Script& script = m_limit > 0 ? k_acquire_permit_script : k_acquire_script;
     auto command = script_call(script, true, keys, args);
     auto fallback = script_call(script, false, keys, args);

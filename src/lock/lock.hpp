@@ -23,6 +23,7 @@
 // round 2 needs round 1 to increment).
 
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -141,6 +142,19 @@ class Lock {
     // without it (four times the last round trip when that is longer).
     static constexpr Millis k_leader_patience{10};
     [[nodiscard]] bool fair() const { return m_ticket.has_value(); }
+    [[nodiscard]] std::optional<long long> ticket() const { return m_ticket; }
+    // Our id as a waiter, and whether we may be in line (on the wait list, or in the
+    // --fair queue) on some server.
+    [[nodiscard]] const std::string& waiter() const { return m_waiter; }
+    [[nodiscard]] bool in_line() const { return m_ticket.has_value() || m_listed; }
+    // Takes the place in line of a waiter that is gone (its id, --fair ticket, and whether
+    // it may be on the wait list), for leave_queue() on its behalf (job/dead_run.hpp).
+    void take_place_of(std::string waiter, std::optional<long long> ticket, bool listed);
+    // Called before every attempt goes out, its token (and permit) set: a run's will
+    // records them (job/will.hpp), so that an attempt cut short by a kill is released.
+    void before_attempt(std::function<void(const Lock&)> hook) {
+        m_before_attempt = std::move(hook);
+    }
 
     // A waiter's own wake channel ({<key>}:w:<id>, lock/keys.hpp): a release wakes the first
     // waiters of the wait list (or of the --fair queue) there, not all of them. Once
@@ -261,6 +275,7 @@ class Lock {
     size_t m_attempts = 0;
     long long m_fence = 0;
     std::optional<long long> m_ticket; // --fair
+    std::function<void(const Lock&)> m_before_attempt;
     std::vector<std::string> m_holder;
     Millis m_ttl;
     bool m_renewing = false;

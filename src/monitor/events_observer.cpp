@@ -116,7 +116,7 @@ util::JsonWriter EventsObserver::begin(std::string_view event) {
     w.field("event", event);
     w.field("at", now_iso());
     w.field("name", m_name);
-    w.field("pid", static_cast<long long>(::getpid()));
+    w.field("pid", static_cast<long long>(m_pid ? m_pid : ::getpid()));
     return w;
 }
 

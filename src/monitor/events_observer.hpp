@@ -46,6 +46,9 @@ class EventsObserver final : public job::Observer {
 
     // The last line, "end": the run's outcome and exit status; then what is left queued.
     void finish(const job::RunResult& result, int exit_status);
+    // The run's redlock, when another process reports for it (the releaser of a killed
+    // run, job/dead_run.hpp): every line names it instead.
+    void speak_for(long pid) { m_pid = pid; }
 
   private:
     EventsObserver() = default;
@@ -65,6 +68,7 @@ class EventsObserver final : public job::Observer {
     std::string m_queue; // lines not yet written
     bool m_dropped = false;
     bool m_failed = false;
+    long m_pid = 0; // 0: this process
 };
 
 } // namespace redlock::monitor

@@ -50,6 +50,14 @@ MetricsObserver::MetricsObserver(std::string name, std::filesystem::path file)
       m_start_wall(std::chrono::system_clock::now()), m_start(job::Clock::now()),
       m_identity(process::identity(::getpid()).value_or("")), m_pid_ns(pid_namespace()) {}
 
+void MetricsObserver::started_at(std::chrono::system_clock::time_point wall,
+                                 job::Clock::time_point start,
+                                 std::optional<job::Clock::time_point> acquired) {
+    m_start_wall = wall;
+    m_start = start;
+    m_acquired = acquired;
+}
+
 void MetricsObserver::acquired(const job::Acquired& /*what*/) {
     m_acquired = job::Clock::now();
 }

@@ -27,6 +27,10 @@ class MetricsObserver final : public job::Observer {
 
     // The run is over, with this result and exit status.
     void finish(const job::RunResult& result, int exit_status);
+    // A run that started (and acquired) earlier, in another process: the releaser of a
+    // killed run reports its end (job/dead_run.hpp).
+    void started_at(std::chrono::system_clock::time_point wall, job::Clock::time_point start,
+                    std::optional<job::Clock::time_point> acquired);
 
   private:
     void write(std::chrono::milliseconds lock_wait,

@@ -35,18 +35,31 @@ std::optional<StatFields> stat_of(pid_t pid) {
     return fields;
 }
 
-const std::string& boot_id() {
-    static const std::string id = [] {
-        auto text = read_small("/proc/sys/kernel/random/boot_id");
-        std::string out = text ? *text : std::string();
-        while (!out.empty() && (out.back() == '\n' || out.back() == ' '))
-            out.pop_back();
-        return out;
-    }();
-    return id;
+// The first line of a small file, without its line end; "" if it cannot be read.
+std::string first_line(const char* path) {
+    auto text = read_small(path);
+    std::string out = text ? text->substr(0, text->find('\n')) : std::string();
+    while (!out.empty() && out.back() == ' ')
+        out.pop_back();
+    return out;
 }
 
 } // namespace
+
+const std::string& boot_id() {
+    static const std::string id = first_line("/proc/sys/kernel/random/boot_id");
+    return id;
+}
+
+const std::string& machine_id() {
+    // /etc/machine-id, or D-Bus's copy where a system has only that. An empty file (an
+    // image not booted yet) names no machine.
+    static const std::string id = [] {
+        auto etc = first_line("/etc/machine-id");
+        return etc.empty() ? first_line("/var/lib/dbus/machine-id") : etc;
+    }();
+    return id;
+}
 
 bool parse_stat(std::string_view line, StatFields& out) {
     // The command name may hold anything, parentheses and spaces too: fields are counted

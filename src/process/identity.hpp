@@ -2,7 +2,8 @@
 // Which process, beyond its pid: its start time on this boot, so that a pid reused after a
 // reboot or after the process ended is never taken for it. A nested run uses it to prove
 // that it descends from the run whose lock it would run under; the metrics file, to tell
-// a running run from a dead one.
+// a running run from a dead one. And which machine and boot: a lock held by this machine
+// under an earlier boot is held by nobody (`redlock reap`).
 
 #include <optional>
 #include <string>
@@ -14,6 +15,11 @@ namespace redlock::process {
 // "<boot id>/<start time in clock ticks since boot>" of process `pid`; nullopt when it is
 // gone or /proc cannot tell.
 [[nodiscard]] std::optional<std::string> identity(pid_t pid);
+
+// This boot's id (/proc/sys/kernel/random/boot_id, new at every boot), and this machine's
+// (/etc/machine-id, kept across boots); "" when unknown. Read once each.
+[[nodiscard]] const std::string& boot_id();
+[[nodiscard]] const std::string& machine_id();
 
 // Whether process `pid` with identity `id` is an ancestor of this process (its parent,
 // or its parent's parent, and so on).

@@ -19,6 +19,8 @@
 #include "process/raw_syscall.hpp"
 #include "util/format.hpp"
 
+extern char** environ;
+
 namespace redlock::process {
 
 namespace {
@@ -44,6 +46,8 @@ struct Message {
 constexpr char k_deadlines = 'D'; // a = term_at, b = kill_at
 constexpr char k_lost = 'L';      // b = kill_at; redlock sent TERM itself
 constexpr char k_group = 'G';     // a = PROGRAM's process group, b = k_own_* flags
+constexpr char k_spawning = 'S';  // PROGRAM is being started
+constexpr char k_reaped = 'R';    // PROGRAM's tree is reaped: nothing of it is left
 constexpr char k_done = 'd';
 constexpr long long k_own_session = 1; // PROGRAM leads a session of its own
 constexpr long long k_in_cgroup = 2;   // PROGRAM is in the cgroup the watchdog was given
@@ -68,9 +72,12 @@ constexpr long long k_stable_snapshot_ns = 160'000'000;
 constexpr unsigned k_full_look_every = 8;
 
 // How long the watchdog goes on killing once redlock is gone, for processes forked while
-// it kills, before it removes PROGRAM's cgroup and exits.
-constexpr int k_final_rounds = 200;                // of:
-constexpr long long k_final_round_ns = 20'000'000; // 4 s in all, at most
+// it kills, before it removes PROGRAM's cgroup and exits: rounds 1 ms apart at first (a
+// killed tree is gone within a few: the lock's release waits for it), then twice as far
+// apart each time, up to 20 ms; 4 s in all, at most.
+constexpr long long k_first_round_ns = 1'000'000;
+constexpr long long k_final_round_ns = 20'000'000;
+constexpr long long k_final_rounds_ns = 4'000'000'000;
 
 // One process of PROGRAM's tree: its pid, and its start time (clock ticks since boot), so
 // that a later process that took the pid is never taken for it.
@@ -86,7 +93,14 @@ struct Watch {
     pid_t pgid = 0;
     bool session = false;   // pgid leads a session of its own: its members are PROGRAM's
     bool contained = false; // PROGRAM is in the cgroup: that is its whole tree
-    long long term_at = 0;  // 0: no TERM to send
+    // PROGRAM: not started yet (0), started (1), or its tree reaped by redlock (2). Only
+    // a started one has a tree to kill and prove gone once redlock dies.
+    int program = 0;
+    // A process of PROGRAM's tree was seen outside both its group and its session (it
+    // called setsid): without a cgroup, what such a process starts after the last look
+    // cannot be found, so the tree cannot be proven gone (tree_verdict).
+    bool escaped = false;
+    long long term_at = 0; // 0: no TERM to send
     long long kill_at = 0;
     bool killed = false;
     long long snapshot_at = 0; // when the next look at the tree is due; 0: none (a cgroup)
@@ -99,6 +113,11 @@ struct Memory {
     int fd = -1;       // the read end of the pipe
     int write_fd = -1; // its write end, redlock's: closed first, or EOF would never come
     int proc = -1;     // /proc
+    // The run's will (job/will.hpp), or -1: once redlock is gone and PROGRAM's tree with
+    // it, the watchdog becomes the releaser it names (become_releaser). The environment
+    // is redlock's, as it was at the clone.
+    int will_fd = -1;
+    char** envp = nullptr;
     // PROGRAM's cgroup: its directory, and its parent's with its name there; -1 without.
     int cgroup_dir = -1;
     int cgroup_parent = -1;
@@ -328,6 +347,13 @@ WATCHDOG_CODE bool add_to_set(Memory& m, pid_t pid, size_t index) {
     return true;
 }
 
+// A process of PROGRAM's tree in session `session`: outside PROGRAM's own, it left both
+// its group and its session (Watch::escaped).
+WATCHDOG_CODE void note_session(Watch& w, pid_t session) {
+    if (w.session && w.pgid > 0 && session != w.pgid)
+        w.escaped = true;
+}
+
 // PROGRAM's tree below redlock into `out`: redlock is a child subreaper, so while it lives
 // every process PROGRAM started is below it, whatever group or session it moved to.
 // redlock's "clone children" (this watchdog, a hook's runner) and what is below them are
@@ -356,6 +382,7 @@ WATCHDOG_CODE size_t walk_tree(Memory& m, Member* out, bool& complete,
                 continue;
             if (parent == m.watch.redlock && child.exit_signal == 0)
                 continue;
+            note_session(m.watch, child.session);
             if (n == k_max_tree) {
                 complete = false;
                 return n;
@@ -535,8 +562,10 @@ WATCHDOG_CODE size_t freeze_and_kill(Memory& m) {
     const int last = m.current;
     for (size_t i = 0; i < m.snapshot_size[last]; ++i) {
         Stat now{};
-        if (still_alive(m, m.snapshot[last][i], now))
+        if (still_alive(m, m.snapshot[last][i], now)) {
+            note_session(m.watch, now.session);
             frozen.add(m.snapshot[last][i].pid, now.threads);
+        }
     }
     for_each_in_session(m, frozen);
     for (size_t i = 0; i < frozen.n; ++i) {
@@ -544,8 +573,10 @@ WATCHDOG_CODE size_t freeze_and_kill(Memory& m) {
         const size_t count = children_of(m, m.found[i].pid, m.found[i].threads, complete);
         for (size_t c = 0; c < count; ++c) {
             Stat child{};
-            if (read_stat(m.proc, m.children[c], child))
+            if (read_stat(m.proc, m.children[c], child)) {
+                note_session(m.watch, child.session);
                 frozen.add(m.children[c], child.threads);
+            }
         }
     }
     for (size_t i = 0; i < frozen.n; ++i)
@@ -555,6 +586,12 @@ WATCHDOG_CODE size_t freeze_and_kill(Memory& m) {
     return frozen.n + signal_cgroup(m, SIGKILL);
 }
 
+enum class TreeState { empty, alive, unprovable };
+struct TreeVerdict {
+    TreeState state;
+    const char* why;
+};
+
 // Counts the processes added.
 struct Counter {
     size_t n = 0;
@@ -562,19 +599,18 @@ struct Counter {
 };
 
 // Once redlock is gone, whether PROGRAM's tree is proven gone: the one place that decides
-// it. With a cgroup, it is gone when the cgroup is empty. Without one, when no process of
-// the last look at the tree is alive and PROGRAM's process group and session (when it
-// led one) are empty; a process that left both (setsid) after that look, whose parent
-// exited, cannot be found. So when PROGRAM kept the terminal's session, or the look was
-// partial, the tree cannot be proven gone.
-enum class TreeState { empty, alive, unprovable };
-struct TreeVerdict {
-    TreeState state;
-    const char* why;
-};
-
+// it, and so whether the lock may be released at once (become_releaser). With a cgroup, it
+// is gone when the cgroup is empty. Without one, when no process of the last look at the
+// tree is alive and PROGRAM's process group and session (when it led one) are empty; a
+// process that left both (setsid) after that look, whose parent exited, cannot be found.
+// So when PROGRAM kept the terminal's session, when a process of its tree was seen to
+// leave both, or when the look was partial, the tree cannot be proven gone.
 WATCHDOG_CODE TreeVerdict tree_verdict(Memory& m) {
     const Watch& w = m.watch;
+    if (w.program == 0)
+        return {TreeState::empty, "PROGRAM had not been started"};
+    if (w.program == 2)
+        return {TreeState::empty, "PROGRAM's tree had been reaped"};
     if (w.contained)
         return cgroup_populated(m) ? TreeVerdict{TreeState::alive, "its cgroup is populated"}
                                    : TreeVerdict{TreeState::empty, "its cgroup is empty"};
@@ -584,7 +620,9 @@ WATCHDOG_CODE TreeVerdict tree_verdict(Memory& m) {
         if (still_alive(m, m.snapshot[last][i], now))
             return {TreeState::alive, "a process of its tree is alive"};
     }
-    if (w.pgid > 0 && sys(SYS_kill, -w.pgid, 0) == 0)
+    // With a session of its own, its group is in it, and the look at the session (unlike
+    // kill(2)) does not count the zombies that nobody has reaped yet.
+    if (!w.session && w.pgid > 0 && sys(SYS_kill, -w.pgid, 0) == 0)
         return {TreeState::alive, "its process group is not empty"};
     Counter counter;
     if (for_each_in_session(m, counter) > 0)
@@ -592,8 +630,13 @@ WATCHDOG_CODE TreeVerdict tree_verdict(Memory& m) {
     if (m.snapshot_partial[last])
         return {TreeState::unprovable, "its tree was too large, or /proc unreadable, to follow"};
     if (!w.session)
-        return {TreeState::unprovable, "it shared the terminal's session, which a process that "
-                                       "left its group cannot be told apart in"};
+        return {TreeState::unprovable, "it had no cgroup and shared the terminal's session, in "
+                                       "which a process that left its group cannot be told "
+                                       "apart"};
+    if (w.escaped)
+        return {TreeState::unprovable, "it had no cgroup and a process of its tree left its "
+                                       "group and session (setsid): what such a process starts "
+                                       "cannot be followed"};
     return {TreeState::empty, "its process group and session are empty"};
 }
 
@@ -645,8 +688,11 @@ WATCHDOG_CODE void act(Memory& m, long long now) {
 // PROGRAM's is killed now, again while anything is found (a fork races a kill), and
 // PROGRAM's cgroup is removed once empty. Returns whether the tree was proven gone.
 WATCHDOG_CODE TreeVerdict kill_everything(Memory& m) {
+    if (m.watch.program != 1)
+        return tree_verdict(m); // nothing of PROGRAM's can be left
     TreeVerdict verdict{TreeState::alive, ""};
-    for (int round = 0; round < k_final_rounds; ++round) {
+    long long pause = k_first_round_ns;
+    for (long long spent = 0;; spent += pause) {
         const size_t found = freeze_and_kill(m);
         verdict = tree_verdict(m);
         // With any cgroup below it: a run nested in PROGRAM, whose watchdog died in the
@@ -656,9 +702,56 @@ WATCHDOG_CODE TreeVerdict kill_everything(Memory& m) {
             m.cgroup_parent = -1;
         if (found == 0 && verdict.state != TreeState::alive)
             return verdict;
-        sleep_ns(k_final_round_ns);
+        if (spent >= k_final_rounds_ns)
+            return verdict.state == TreeState::alive
+                       ? TreeVerdict{TreeState::alive, "processes of its tree were still alive "
+                                                       "after 4 s of SIGKILL"}
+                       : verdict;
+        sleep_ns(pause);
+        pause = pause * 2 < k_final_round_ns ? pause * 2 : k_final_round_ns;
     }
-    return verdict;
+}
+
+// Copies `text` into `out` (`size` bytes, NUL-terminated), cut if it must be.
+WATCHDOG_CODE void copy_text(char* out, size_t size, const char* text) {
+    size_t i = 0;
+    for (; i + 1 < size && text[i]; ++i)
+        out[i] = text[i];
+    out[i] = '\0';
+}
+
+// Redlock is gone and the watchdog has done its work on PROGRAM's tree: it becomes the
+// releaser (a fresh redlock, `redlock __release-dead-run`, job/dead_run.hpp), which reads
+// the will on its stdin and releases the lock with the run's token, or, when the tree was
+// not proven gone, leaves the lock to its TTL and says why. The verdict goes into the will
+// first (TreeReport). The binary is the one redlock ran from (/proc/self/exe: this copy of
+// redlock was never exec'd), even if it was replaced or deleted since. Returns only if the
+// exec failed: the lock then keeps its TTL.
+WATCHDOG_CODE void become_releaser(Memory& m, const TreeVerdict& verdict) {
+    TreeReport report{};
+    copy_text(report.magic, sizeof report.magic, k_tree_report_magic);
+    report.proven = verdict.state == TreeState::empty ? 1 : 0;
+    copy_text(report.why, sizeof report.why, verdict.why);
+    if (sys(SYS_pwrite64, m.will_fd, arg(&report), sizeof report, k_tree_report_offset) !=
+        static_cast<long>(sizeof report))
+        return;
+    // stdin: the will; stdout and stderr: /dev/null (nobody reads them any more).
+    if (m.will_fd != 0 && sys(SYS_dup3, m.will_fd, 0, 0) < 0)
+        return;
+    sys(SYS_fcntl, 0, F_SETFD, 0);
+    const long null = sys(SYS_openat, AT_FDCWD, arg("/dev/null"), O_RDWR);
+    for (int fd = 1; fd <= 2 && null >= 0; ++fd)
+        if (null != fd)
+            sys(SYS_dup3, null, fd, 0);
+    if (null > 2)
+        sys(SYS_close, null);
+    // An ordinary process again: signals are no longer blocked.
+    const std::uint64_t none = 0;
+    sys(SYS_rt_sigprocmask, SIG_SETMASK, arg(&none), 0, sizeof none);
+    const char* argv[] = {"redlock", k_release_command, nullptr};
+    if (m.proc >= 0)
+        sys(SYS_execveat, m.proc, arg("self/exe"), arg(argv), arg(m.envp), 0);
+    sys(SYS_execve, arg("/proc/self/exe"), arg(argv), arg(m.envp));
 }
 
 // Takes one message from redlock into the watch; false for "done".
@@ -671,12 +764,22 @@ WATCHDOG_CODE bool apply(Watch& w, const Message& msg) {
     } else if (msg.kind == k_lost) {
         w.term_at = 0;
         w.kill_at = msg.b;
+    } else if (msg.kind == k_spawning) {
+        // From now on PROGRAM may run; until redlock says where (k_group), in the cgroup if
+        // there is one, else the watchdog looks at redlock's tree.
+        w.program = 1;
+        w.snapshot_at = w.contained ? 0 : now_ns();
     } else if (msg.kind == k_group) {
         w.pgid = static_cast<pid_t>(msg.a);
         w.session = (msg.b & k_own_session) != 0;
         w.contained = (msg.b & k_in_cgroup) != 0;
         // Without a cgroup, the watchdog keeps looking at the tree; with one, not.
         w.snapshot_at = w.contained ? 0 : (w.snapshot_at ? w.snapshot_at : now_ns());
+    } else if (msg.kind == k_reaped) {
+        w.program = 2;
+        w.snapshot_at = 0;
+        w.term_at = w.kill_at = 0;
+        w.killed = false;
     }
     return true;
 }
@@ -747,7 +850,7 @@ WATCHDOG_CODE int watch(void* memory) {
     const std::uint64_t all = ~std::uint64_t{0};
     sys(SYS_rt_sigprocmask, SIG_SETMASK, arg(&all), 0, sizeof all);
     const int fd = m.fd;
-    int keep[3] = {fd, m.cgroup_dir, m.cgroup_parent};
+    int keep[4] = {fd, m.cgroup_dir, m.cgroup_parent, m.will_fd};
     int kept = 0;
     for (int k : keep) // sorted, without the -1s
         if (k >= 0) {
@@ -795,9 +898,10 @@ WATCHDOG_CODE int watch(void* memory) {
         }
         act(m, now_ns());
     }
-    // Whether the tree was proven gone, and if not why: what a release of the lock on
-    // redlock's death would have to wait for.
-    (void)kill_everything(m);
+    // The lock is released once the tree is proven gone, by what the watchdog becomes.
+    const TreeVerdict verdict = kill_everything(m);
+    if (m.will_fd >= 0)
+        become_releaser(m, verdict);
     sys(SYS_exit_group, 0);
     return 0;
 }
@@ -810,8 +914,7 @@ long long to_ns(Watchdog::Clock::time_point t) {
 
 } // namespace
 
-util::Expected<Watchdog> Watchdog::start(Clock::time_point term_at, Clock::time_point kill_at,
-                                         const Cgroup* cgroup) {
+util::Expected<Watchdog> Watchdog::start(const Cgroup* cgroup, int will_fd) {
     int fds[2];
     if (::pipe2(fds, O_CLOEXEC) != 0)
         return util::fail(util::ErrorKind::internal,
@@ -837,12 +940,11 @@ util::Expected<Watchdog> Watchdog::start(Clock::time_point term_at, Clock::time_
         std::memcpy(memory->cgroup_name, cgroup->name().c_str(), cgroup->name().size() + 1);
     }
     memory->watch.redlock = ::getpid();
-    // Until redlock says where PROGRAM runs (watch_group): in the cgroup if there is one,
-    // else the watchdog looks at the tree from the start.
+    // Until redlock says where PROGRAM runs (watch_group): in the cgroup if there is one.
+    // No deadlines until the lock is acquired (update()).
     memory->watch.contained = memory->cgroup_dir >= 0;
-    memory->watch.snapshot_at = memory->watch.contained ? 0 : 1;
-    memory->watch.term_at = to_ns(term_at);
-    memory->watch.kill_at = to_ns(kill_at);
+    memory->will_fd = will_fd;
+    memory->envp = environ;
     // A copy (no CLONE_VM: see `sys` above) with no exit signal: a "clone child" that
     // waitpid(-1) never waits for (see the header).
     pid_t pid = ::clone(watch, memory->stack + sizeof memory->stack, 0, memory);
@@ -864,6 +966,14 @@ void Watchdog::send(char kind, long long a, long long b) {
     char buf[sizeof m];
     std::memcpy(buf, &m, sizeof m);
     (void)!::write(m_pipe.get(), buf, sizeof buf);
+}
+
+void Watchdog::spawning() {
+    send(k_spawning, 0, 0);
+}
+
+void Watchdog::reaped() {
+    send(k_reaped, 0, 0);
 }
 
 void Watchdog::watch_group(pid_t pgid, bool session, bool in_cgroup) {

@@ -1,7 +1,8 @@
 #pragma once
-// The watchdog: a small process that stops PROGRAM when redlock cannot. It is started
-// before PROGRAM with the lease's first deadlines and is sent new ones after every
-// renewal. It acts on its own when
+// The watchdog: a small process that stops PROGRAM when redlock cannot, and frees the lock
+// when redlock dies. It is started before the first attempt to acquire, is sent the
+// lease's deadlines once acquired and new ones after every renewal, and is told when
+// PROGRAM is being started and when its tree is reaped. It acts on its own when
 //   - a deadline passes: redlock did not renew in time because it is stopped (SIGSTOP,
 //     Ctrl-Z), starved, or the machine was suspended. At `term_at` (plus a short grace for
 //     redlock to act first) it sends TERM and CONT to PROGRAM's tree, at `kill_at` KILL,
@@ -9,7 +10,10 @@
 //     servers. Its timer runs on CLOCK_BOOTTIME, which counts suspend;
 //   - the pipe from redlock closes without "done": redlock died (SIGKILL, the OOM killer,
 //     a crash). The kernel kills PROGRAM itself (PR_SET_PDEATHSIG); the watchdog kills
-//     everything else of PROGRAM's at once, again until nothing is left, then exits.
+//     everything else of PROGRAM's at once, again until nothing is left. Then, given the
+//     run's will (job/will.hpp), it becomes the releaser (`redlock __release-dead-run`,
+//     job/dead_run.hpp) with its verdict on the tree (TreeReport): the lock is released
+//     with the run's token once the tree is proven gone, and keeps its TTL otherwise.
 // PROGRAM's tree is its cgroup (process/cgroup.hpp) where it has one, its process group,
 // its session when it leads one, and every process descended from redlock (a child
 // subreaper, so orphans stay below it while redlock lives), the watchdog excepted. Without
@@ -25,6 +29,7 @@
 // turn (pipe_fd): a watchdog that dies makes redlock stop PROGRAM. If the watchdog itself
 // is killed or stopped as well as redlock, nothing is left to act: see SAFETY in redlock(1).
 
+#include <cstdint>
 #include <sys/types.h>
 
 #include "process/cgroup.hpp"
@@ -38,14 +43,27 @@ namespace redlock::process {
 // every process by that name leaves it to clean up after them.
 inline constexpr char k_watchdog_name[] = "rl-watchdog";
 
+// The internal command the watchdog becomes once redlock is gone (hidden from help).
+inline constexpr char k_release_command[] = "__release-dead-run";
+
+// What the watchdog writes into the will, at k_tree_report_offset, before it becomes the
+// releaser: whether PROGRAM's tree was proven gone, and what it found.
+struct TreeReport {
+    char magic[8];       // k_tree_report_magic
+    std::int32_t proven; // 1: proven gone (or never started); 0: not
+    char why[244];       // NUL-terminated
+};
+inline constexpr long k_tree_report_offset = 256;
+inline constexpr char k_tree_report_magic[] = "rltree1";
+
 class Watchdog {
   public:
     using Clock = util::BootClock;
 
-    // Starts a watchdog over this process's descendants with the first deadlines, and over
-    // `cgroup` (PROGRAM's, or null) if given.
-    [[nodiscard]] static util::Expected<Watchdog>
-    start(Clock::time_point term_at, Clock::time_point kill_at, const Cgroup* cgroup);
+    // Starts a watchdog over this process's descendants, and over `cgroup` (PROGRAM's, or
+    // null) if given, with no deadlines yet; with the run's will (`will_fd`, or -1 for
+    // none) for when redlock dies.
+    [[nodiscard]] static util::Expected<Watchdog> start(const Cgroup* cgroup, int will_fd);
 
     [[nodiscard]] pid_t pid() const { return m_pid; }
     // The write end of the pipe to the watchdog: poll() reports POLLERR on it once the
@@ -55,7 +73,14 @@ class Watchdog {
     // (whose members are PROGRAM's, found even once redlock is gone), and whether it runs
     // in the cgroup given to start() (else the watchdog keeps looking at its tree).
     void watch_group(pid_t pgid, bool session, bool in_cgroup);
-    // The lease was renewed: new deadlines.
+    // PROGRAM is about to be started (before the fork): from now on there is a tree to kill
+    // and prove gone.
+    void spawning();
+    // PROGRAM and everything it started have been reaped (and its cgroup removed): a
+    // redlock that dies from now on has nothing left to kill, and the watchdog no longer
+    // acts on the deadlines. It stays armed until disarm(), for the release.
+    void reaped();
+    // The lock was acquired, or the lease was renewed: new deadlines.
     void update(Clock::time_point term_at, Clock::time_point kill_at);
     // The lease is lost and redlock has sent TERM itself: only the KILL deadline remains.
     void lost(Clock::time_point kill_at);

@@ -110,6 +110,12 @@ class StatusTest(InspectTestBase):
         self.assertEqual(holder["user"], user_name())
         self.assertEqual(shlex.split(holder["command"]), h.argv, holder["command"])
         self.assertIsoRecent(holder["acquired_at"])
+        # Which machine and boot: what `redlock reap` goes by.
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            self.assertEqual(holder["boot_id"], f.read().strip())
+        if os.path.exists("/etc/machine-id"):
+            with open("/etc/machine-id") as f:
+                self.assertEqual(holder["machine_id"], f.read().strip() or None)
 
         # The metadata lives next to the lock, in the contract's key layout, with a TTL.
         self.assertEqual(self.server.command("EXISTS", "{lock:nightly}:meta"), 1)

@@ -958,6 +958,7 @@ class Nemesis:
         ("freeze-minority", 3), ("freeze-majority", 2),
         ("stop-redlock", 3), ("stop-redlock+program", 3), ("kill-client", 3),
         ("kill-client-by-name", 2), ("kill-client-oom", 2), ("kill-terminal-client", 2),
+        ("kill-client-phase", 3),
         ("forge-nested", 1),
         ("kill-servers-aof", 2), ("kill-servers-delayed", 2),
         ("proxy-delay", 2), ("proxy-hold", 3), ("proxy-drop", 2), ("proxy-reset", 1),
@@ -1014,6 +1015,33 @@ class Nemesis:
         if run is None:
             run = self.clients[idx].current
         return run
+
+    def run_in_phase(self, phase, within=2.0):
+        """A run in `phase` (waiting up to `within` seconds for one), or None."""
+        deadline = time.monotonic() + within
+        while time.monotonic() < deadline:
+            if phase == "acquiring":
+                runs = [c.current for c in self.clients if c.current is not None
+                        and c.current.enter is None and c.current.exit is None]
+                if runs:
+                    return self.rng.choice(runs)
+            elif phase == "releasing":
+                with self.w.runs_lock:
+                    runs = [r for r in self.w.runs if r.bye and r.exit is None]
+                if runs:
+                    return runs[-1]
+            else:
+                run = self.w.holder()
+                if run is not None and phase == "holding":
+                    return run
+                if run is not None and "-t" in run.args:
+                    # At its next renewal: every third of the TTL from acquiring.
+                    ttl = float(run.args[run.args.index("-t") + 1].rstrip("s"))
+                    held = (now() - run.enter) / S
+                    time.sleep(ttl / 3 - held % (ttl / 3))
+                    return run
+            time.sleep(0.002)
+        return None
 
     def terminal_holder(self):
         """The terminal client's run once its PROGRAM runs (waiting up to 2 s), or None."""
@@ -1174,6 +1202,19 @@ class Nemesis:
             for fd in fds:
                 os.close(fd)
             return f"run {run.id} pids {pids}", lambda: None
+        if kind == "kill-client-phase":
+            # SIGKILL of redlock in a phase picked at random: acquiring, holding, renewing
+            # (at a renewal), releasing (PROGRAM said BYE, redlock not yet exited). Its
+            # watchdog releases the lock once PROGRAM's tree is proven gone (issue 37):
+            # never while any of it can still run.
+            phase = self.rng.choice(["acquiring", "holding", "renewing", "releasing"])
+            run = self.run_in_phase(phase)
+            if run is None or run.popen is None or run.popen.poll() is not None:
+                return None
+            run.nemesis.add("killed")
+            for fd in stop_tree([run.pid], signal.SIGKILL):
+                os.close(fd)
+            return f"run {run.id} pid {run.pid} while {phase}", lambda: None
         if kind in ("kill-servers-aof", "kill-servers-delayed"):
             delayed = kind == "kill-servers-delayed"
             idx = self.servers_subset(self.rng.random() < 0.4)

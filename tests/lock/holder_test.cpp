@@ -40,6 +40,8 @@ Holder sample_holder() {
     h.process = "b00t-1d/4711";
     h.pid_ns = "4026531836";
     h.nest = std::string(64, 'e');
+    h.machine = "3d1219c7c4c5404aaa1f6d2a48adfda4";
+    h.boot = "1c674c42-fc94-4c84-8e09-d49983c0fe88";
     return h;
 }
 
@@ -81,7 +83,9 @@ TEST_CASE("holder fields carry the token and every holder detail") {
                                                        {"ttl_ms", "30000"},
                                                        {"process", "b00t-1d/4711"},
                                                        {"pidns", "4026531836"},
-                                                       {"nest", std::string(64, 'e')}});
+                                                       {"nest", std::string(64, 'e')},
+                                                       {"machine", sample_holder().machine},
+                                                       {"boot", sample_holder().boot}});
 }
 
 TEST_CASE("holder fields read back as the same holder with the same token") {
@@ -97,6 +101,46 @@ TEST_CASE("holder fields read back as the same holder with the same token") {
     CHECK(parsed->process == original.process);
     CHECK(parsed->pid_ns == original.pid_ns);
     CHECK(parsed->nest == original.nest);
+    CHECK(parsed->machine == original.machine);
+    CHECK(parsed->boot == original.boot);
+}
+
+TEST_CASE("a holder of this machine under an earlier boot is of an earlier boot") {
+    const auto here = sample_holder();
+    auto before = here;
+    before.boot = "0b0b0b0b-0000-4000-8000-000000000000";
+    before.pid = 17;
+    CHECK(redlock::lock::of_earlier_boot(before, here));
+}
+
+TEST_CASE("a holder of the current boot, or of another machine, is never of an earlier boot") {
+    const auto here = sample_holder();
+    CHECK_FALSE(redlock::lock::of_earlier_boot(here, here)); // the current boot
+    auto other = here;
+    other.boot = "0b0b0b0b-0000-4000-8000-000000000000";
+    other.machine = "ffffffffffffffffffffffffffffffff"; // another machine
+    CHECK_FALSE(redlock::lock::of_earlier_boot(other, here));
+    // A clone of this machine's image (the same machine id) under another host name.
+    auto clone = here;
+    clone.boot = other.boot;
+    clone.host = "build-8.example";
+    CHECK_FALSE(redlock::lock::of_earlier_boot(clone, here));
+}
+
+TEST_CASE("a holder that does not say its machine or boot is never of an earlier boot") {
+    const auto here = sample_holder();
+    auto old = here; // a redlock before 0.4, another client
+    old.machine.clear();
+    old.boot.clear();
+    CHECK_FALSE(redlock::lock::of_earlier_boot(old, here));
+    auto no_boot = here;
+    no_boot.boot.clear();
+    CHECK_FALSE(redlock::lock::of_earlier_boot(no_boot, here));
+    auto before = here;
+    before.boot = "0b0b0b0b-0000-4000-8000-000000000000";
+    auto unknown_here = here; // this machine has no /etc/machine-id
+    unknown_here.machine.clear();
+    CHECK_FALSE(redlock::lock::of_earlier_boot(before, unknown_here));
 }
 
 TEST_CASE("the metadata keeps the digest of the nesting secret, never the secret") {
@@ -126,6 +170,7 @@ TEST_CASE("the current holder names this process's user and the shell-quoted com
     auto h = current_holder(command, 99);
     CHECK(h.pid == 99);
     CHECK_FALSE(h.pid_ns.empty()); // the namespace pid 99 means something in
+    CHECK(h.boot.size() == 36);    // this boot's id: a UUID
     CHECK(h.command == "sh -c 'sleep 1'");
     CHECK_FALSE(h.host.empty());
     CHECK_FALSE(h.user.empty());

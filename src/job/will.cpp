@@ -1,0 +1,369 @@
+#include "job/will.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "process/watchdog.hpp"
+#include "util/format.hpp"
+#include "util/log.hpp"
+
+namespace redlock::job {
+
+namespace {
+
+constexpr char k_state_magic[] = "rlwill1";
+constexpr off_t k_body_offset = 512;
+constexpr size_t k_max_body = size_t{1} << 20;
+
+// The state as it lies in the file: fixed sizes, written whole.
+struct RawState {
+    char magic[8];
+    std::int32_t phase;
+    std::int32_t permit;
+    char token[64];
+    std::int64_t ticket; // -1: none
+    std::int64_t fence;
+    std::int64_t acquired_ns; // -1: not acquired
+    std::int32_t listed;
+    std::int32_t outcome; // -1: not ended
+    std::int32_t status;  // -1: none
+    std::int32_t unused;
+};
+static_assert(sizeof(RawState) <= static_cast<size_t>(process::k_tree_report_offset));
+static_assert(process::k_tree_report_offset + sizeof(process::TreeReport) <= k_body_offset);
+
+// Values end to end: integers as 8 bytes (this machine's order: the reader is the same
+// binary), strings with their length first.
+class Writer {
+  public:
+    void put(long long v) { m_out.append(reinterpret_cast<const char*>(&v), sizeof v); }
+    void put(std::string_view s) {
+        put(static_cast<long long>(s.size()));
+        m_out.append(s);
+    }
+    void put_maybe(const std::optional<std::string>& s) {
+        put_flag(s.has_value());
+        put(std::string_view(s ? *s : std::string()));
+    }
+    void put_flag(bool b) { put(static_cast<long long>(b)); }
+    void put(Millis d) { put(static_cast<long long>(d.count())); }
+    [[nodiscard]] const std::string& bytes() const { return m_out; }
+
+  private:
+    std::string m_out;
+};
+
+class Reader {
+  public:
+    explicit Reader(std::string_view in) : m_in(in) {}
+    long long integer() {
+        long long v = 0;
+        if (m_in.size() < sizeof v) {
+            m_ok = false;
+            return 0;
+        }
+        std::memcpy(&v, m_in.data(), sizeof v);
+        m_in.remove_prefix(sizeof v);
+        return v;
+    }
+    std::string text() {
+        const long long n = integer();
+        if (n < 0 || static_cast<size_t>(n) > m_in.size()) {
+            m_ok = false;
+            return {};
+        }
+        std::string out(m_in.substr(0, static_cast<size_t>(n)));
+        m_in.remove_prefix(static_cast<size_t>(n));
+        return out;
+    }
+    std::optional<std::string> maybe_text() {
+        const bool has = integer() != 0;
+        auto value = text();
+        return has ? std::optional(std::move(value)) : std::nullopt;
+    }
+    bool flag() { return integer() != 0; }
+    Millis millis() { return Millis(integer()); }
+    [[nodiscard]] bool ok() const { return m_ok && m_in.empty(); }
+
+  private:
+    std::string_view m_in;
+    bool m_ok = true;
+};
+
+void put_tls(Writer& w, const config::TlsConfig& tls) {
+    w.put(tls.ca_file);
+    w.put(tls.cert_file);
+    w.put(tls.key_file);
+    w.put(tls.server_name);
+    w.put_flag(tls.verify);
+}
+
+config::TlsConfig get_tls(Reader& r) {
+    config::TlsConfig tls;
+    tls.ca_file = r.text();
+    tls.cert_file = r.text();
+    tls.key_file = r.text();
+    tls.server_name = r.text();
+    tls.verify = r.flag();
+    return tls;
+}
+
+void put_server(Writer& w, const config::ServerConfig& s) {
+    const auto& u = s.url;
+    w.put(u.host);
+    w.put(static_cast<long long>(u.port));
+    w.put(u.socket_path);
+    w.put(static_cast<long long>(u.db));
+    w.put_maybe(u.username);
+    w.put_maybe(u.password);
+    w.put_flag(u.tls);
+    w.put(static_cast<long long>(u.sentinels.size()));
+    for (const auto& e : u.sentinels) {
+        w.put(e.host);
+        w.put(static_cast<long long>(e.port));
+    }
+    w.put(u.master_name);
+    w.put(s.connect_timeout);
+    w.put(s.command_timeout);
+    w.put(s.where);
+    put_tls(w, s.tls);
+    w.put(static_cast<long long>(s.replicas));
+    w.put_maybe(s.sentinel_username);
+    w.put_maybe(s.sentinel_password);
+}
+
+config::ServerConfig get_server(Reader& r) {
+    config::ServerConfig s;
+    auto& u = s.url;
+    u.host = r.text();
+    u.port = static_cast<int>(r.integer());
+    u.socket_path = r.text();
+    u.db = static_cast<int>(r.integer());
+    u.username = r.maybe_text();
+    u.password = r.maybe_text();
+    u.tls = r.flag();
+    const long long sentinels = r.integer();
+    for (long long i = 0; i < sentinels && i < 1000; ++i) {
+        config::Endpoint e;
+        e.host = r.text();
+        e.port = static_cast<int>(r.integer());
+        u.sentinels.push_back(std::move(e));
+    }
+    u.master_name = r.text();
+    s.connect_timeout = r.millis();
+    s.command_timeout = r.millis();
+    s.where = r.text();
+    s.tls = get_tls(r);
+    s.replicas = static_cast<int>(r.integer());
+    s.sentinel_username = r.maybe_text();
+    s.sentinel_password = r.maybe_text();
+    return s;
+}
+
+long long boot_ns(Clock::time_point t) {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
+std::string encode_body(const WillBody& b) {
+    Writer w;
+    const auto& c = b.config;
+    w.put(c.key_prefix);
+    w.put(static_cast<long long>(c.history));
+    w.put(c.history_max_age);
+    w.put(static_cast<long long>(c.servers.size()));
+    for (const auto& s : c.servers)
+        put_server(w, s);
+    w.put(b.name);
+    w.put(b.ttl);
+    w.put(static_cast<long long>(b.limit));
+    w.put(b.waiter);
+    w.put(b.once_per.value_or(Millis(0)));
+    w.put(b.min_hold.value_or(Millis(0)));
+    w.put(b.run);
+    w.put(b.host);
+    w.put(static_cast<long long>(b.pid));
+    w.put(b.user);
+    w.put(b.command);
+    w.put(boot_ns(b.started));
+    w.put(static_cast<long long>(
+        std::chrono::duration_cast<Millis>(b.started_wall.time_since_epoch()).count()));
+    w.put(b.metrics_file);
+    w.put(b.events_file);
+    return w.bytes();
+}
+
+std::optional<WillBody> decode_body(std::string_view bytes) {
+    Reader r(bytes);
+    WillBody b;
+    auto& c = b.config;
+    c.key_prefix = r.text();
+    c.history = static_cast<size_t>(r.integer());
+    c.history_max_age = r.millis();
+    const long long servers = r.integer();
+    if (servers < 1 || servers > 1000)
+        return std::nullopt;
+    for (long long i = 0; i < servers; ++i)
+        c.servers.push_back(get_server(r));
+    b.name = r.text();
+    b.ttl = r.millis();
+    b.limit = static_cast<size_t>(r.integer());
+    b.waiter = r.text();
+    if (auto d = r.millis(); d.count() > 0)
+        b.once_per = d;
+    if (auto d = r.millis(); d.count() > 0)
+        b.min_hold = d;
+    b.run = r.text();
+    b.host = r.text();
+    b.pid = static_cast<long>(r.integer());
+    b.user = r.text();
+    b.command = r.text();
+    b.started = Clock::time_point(std::chrono::nanoseconds(r.integer()));
+    b.started_wall = std::chrono::system_clock::time_point(Millis(r.integer()));
+    b.metrics_file = r.text();
+    b.events_file = r.text();
+    if (!r.ok())
+        return std::nullopt;
+    return b;
+}
+
+bool pwrite_all(int fd, const void* data, size_t size, off_t at) {
+    return ::pwrite(fd, data, size, at) == static_cast<ssize_t>(size);
+}
+
+bool pread_all(int fd, void* data, size_t size, off_t at) {
+    auto* out = static_cast<char*>(data);
+    while (size > 0) {
+        const ssize_t n = ::pread(fd, out, size, at);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return false;
+        out += n;
+        size -= static_cast<size_t>(n);
+        at += n;
+    }
+    return true;
+}
+
+util::Error not_a_will(std::string_view why) {
+    return {util::ErrorKind::usage,
+            util::format("{} is redlock's own, for a watchdog's use: its input is not a will "
+                         "({})",
+                         process::k_release_command, why)};
+}
+
+} // namespace
+
+std::optional<Will> Will::create(const WillBody& body, const lock::Lock& lock) {
+    Will will;
+    will.m_fd.reset(::memfd_create("redlock-will", MFD_CLOEXEC));
+    if (!will.m_fd) {
+        util::log::verbose("no will for this run (memfd_create: {}): if redlock is killed, its "
+                           "lock waits for its ttl",
+                           std::strerror(errno));
+        return std::nullopt;
+    }
+    const std::string bytes = encode_body(body);
+    const long long length = static_cast<long long>(bytes.size());
+    if (!pwrite_all(will.fd(), &length, sizeof length, k_body_offset) ||
+        !pwrite_all(will.fd(), bytes.data(), bytes.size(),
+                    k_body_offset + static_cast<off_t>(sizeof length))) {
+        util::log::verbose("no will for this run (write: {})", std::strerror(errno));
+        return std::nullopt;
+    }
+    will.attempt(lock);
+    return will;
+}
+
+void Will::attempt(const lock::Lock& lock) {
+    m_state.phase = Phase::acquiring;
+    m_state.token = lock.token();
+    m_state.permit = lock.permit();
+    m_state.ticket = lock.ticket();
+    m_state.listed = lock.in_line();
+    write_state();
+}
+
+void Will::acquired(const lock::Lock& lock, Clock::time_point at) {
+    m_state.phase = Phase::holding;
+    m_state.token = lock.token();
+    m_state.permit = lock.permit();
+    m_state.fence = lock.fence();
+    m_state.acquired = at;
+    write_state();
+}
+
+void Will::ended(Outcome outcome, std::optional<int> status) {
+    m_state.phase = Phase::ended;
+    m_state.outcome = outcome;
+    m_state.status = status;
+    write_state();
+}
+
+void Will::write_state() {
+    RawState raw{};
+    std::memcpy(raw.magic, k_state_magic, sizeof raw.magic);
+    raw.phase = static_cast<std::int32_t>(m_state.phase);
+    raw.permit = static_cast<std::int32_t>(m_state.permit);
+    m_state.token.copy(raw.token, sizeof raw.token - 1);
+    raw.ticket = m_state.ticket.value_or(-1);
+    raw.fence = m_state.fence;
+    raw.acquired_ns = m_state.acquired ? boot_ns(*m_state.acquired) : -1;
+    raw.listed = m_state.listed ? 1 : 0;
+    raw.outcome = m_state.outcome ? static_cast<std::int32_t>(*m_state.outcome) : -1;
+    raw.status = m_state.status.value_or(-1);
+    // A will that cannot be written is one the releaser finds stale: it then releases
+    // with an older token (nothing of ours there) and the lock waits for its TTL.
+    (void)pwrite_all(fd(), &raw, sizeof raw, 0);
+}
+
+util::Expected<WillContents> read_will(int fd) {
+    RawState raw{};
+    if (!pread_all(fd, &raw, sizeof raw, 0) ||
+        std::memcmp(raw.magic, k_state_magic, sizeof raw.magic) != 0)
+        return std::unexpected(not_a_will("no state"));
+    long long length = 0;
+    if (!pread_all(fd, &length, sizeof length, k_body_offset) || length < 0 ||
+        static_cast<size_t>(length) > k_max_body)
+        return std::unexpected(not_a_will("no body"));
+    std::string bytes(static_cast<size_t>(length), '\0');
+    if (!pread_all(fd, bytes.data(), bytes.size(),
+                   k_body_offset + static_cast<off_t>(sizeof length)))
+        return std::unexpected(not_a_will("a short body"));
+    auto body = decode_body(bytes);
+    if (!body)
+        return std::unexpected(not_a_will("a malformed body"));
+    WillContents will;
+    will.body = std::move(*body);
+    auto& st = will.state;
+    if (raw.phase < static_cast<std::int32_t>(Phase::acquiring) ||
+        raw.phase > static_cast<std::int32_t>(Phase::ended))
+        return std::unexpected(not_a_will("an unknown phase"));
+    st.phase = static_cast<Phase>(raw.phase);
+    raw.token[sizeof raw.token - 1] = '\0';
+    st.token = raw.token;
+    st.permit = raw.permit > 0 ? static_cast<size_t>(raw.permit) : 0;
+    if (raw.ticket >= 0)
+        st.ticket = raw.ticket;
+    st.listed = raw.listed != 0;
+    st.fence = raw.fence;
+    if (raw.acquired_ns >= 0)
+        st.acquired = Clock::time_point(std::chrono::nanoseconds(raw.acquired_ns));
+    if (raw.outcome >= 0 && raw.outcome <= static_cast<std::int32_t>(Outcome::killed))
+        st.outcome = static_cast<Outcome>(raw.outcome);
+    if (raw.status >= 0)
+        st.status = raw.status;
+    if (st.token.empty())
+        return std::unexpected(not_a_will("no token"));
+    process::TreeReport report{};
+    if (pread_all(fd, &report, sizeof report, process::k_tree_report_offset) &&
+        std::memcmp(report.magic, process::k_tree_report_magic, sizeof report.magic) == 0) {
+        report.why[sizeof report.why - 1] = '\0';
+        will.tree = TreeVerdict{report.proven == 1, report.why};
+    }
+    return will;
+}
+
+} // namespace redlock::job

@@ -1,0 +1,245 @@
+"""A dead holder frees its lock at once (issue 37).
+
+When redlock dies while holding (SIGKILL, the OOM killer, a crash), its watchdog kills
+PROGRAM's tree, proves it gone, and becomes a releaser that releases with the run's token:
+a waiting run starts long before the TTL. The holders here take -t 60s and the waiter must
+start within 10 s (scaled by REDLOCK_E2E_SLACK): the point is "not the TTL", never a speed
+(bench/failover.sh measures that). The oracle for "gone" is a heartbeat: PROGRAM's
+setsid and double-forked children touch a file, and the waiter's PROGRAM removes it and
+finds it never comes back.
+"""
+
+import json
+import os
+import shutil
+import signal
+import time
+
+from redlock_e2e import SLACK, E2ETest, free_port, read_pid_file, wait_until
+
+# PROGRAM of a holder: a daemon in a session of its own (setsid) and a double-forked
+# child, both touching $1/heartbeat; then "ready" and a wait for ever.
+BEATING = r'''
+d=$1
+setsid sh -c 'while :; do touch "$1/heartbeat"; sleep 0.02; done' sh "$d" &
+( sh -c 'while :; do touch "$1/heartbeat"; sleep 0.02; done' sh "$d" & ) &
+while [ ! -e "$d/heartbeat" ]; do sleep 0.01; done
+echo $$ > "$d/ready.tmp" && mv "$d/ready.tmp" "$d/ready"
+sleep 600
+'''
+
+# PROGRAM of the waiter: the heartbeat must be gone for good.
+QUIET = r'''
+rm -f "$1/heartbeat"
+sleep 0.3
+if [ -e "$1/heartbeat" ]; then echo beating; else echo quiet; fi
+'''
+
+TTL = "60s"
+NOT_THE_TTL = 10.0  # seconds: far below the TTL, generous for a loaded machine
+
+
+class DeadHolderTest(E2ETest):
+    def start_holder(self, global_args, extra=(), env=None):
+        d = self.mkdtemp("holder-")
+        proc = self.start_redlock(list(global_args) + [
+            "run", "-k", "dead", "-t", TTL, *extra, "--", "sh", "-c", BEATING, "sh", d],
+            env=env)
+        read_pid_file(f"{d}/ready", proc=proc)
+        return proc, d
+
+    def start_waiter(self, global_args, d, extra=(), env=None):
+        return self.start_redlock(list(global_args) + [
+            "run", "-k", "dead", "-w", "120s", *extra, "--", "sh", "-c", QUIET, "sh", d],
+            env=env)
+
+    def assertWaiterStartsSoonAfterTheKill(self, holder, waiter, d):
+        # The waiter is waiting (a wait-list entry) before the kill.
+        wait_until(lambda: "waiting for 'dead'" in waiter.stderr, 15 * SLACK, proc=waiter,
+                   message="the waiter to wait")
+        holder.send_signal(signal.SIGKILL)
+        killed = time.monotonic()
+        self.assertEqual(holder.wait(10), -signal.SIGKILL)
+        status = waiter.wait(60 * SLACK)
+        took = time.monotonic() - killed
+        self.assertEqual(status, 0, waiter.stderr)
+        self.assertEqual(waiter.stdout.strip(), "quiet",
+                         "the killed holder's processes ran on under the next holder")
+        self.assertLess(took, NOT_THE_TTL * SLACK, "the waiter waited for the TTL")
+
+    def history(self, global_args, env=None):
+        r = self.run_redlock(list(global_args) + ["history", "--json", "dead"], env=env)
+        self.assertStatus(r, 0)
+        return json.loads(r.stdout)
+
+    def assertKilledEntry(self, global_args, note=False, env=None):
+        runs = self.history(global_args, env)["runs"]
+        killed = [r for r in runs if r["outcome"] == "killed"]
+        self.assertEqual(len(killed), 1, runs)
+        if note:
+            self.assertIn("not proven gone", killed[0].get("note", ""))
+        else:
+            self.assertNotIn("note", killed[0])
+        return killed[0]
+
+    def test_a_killed_holder_releases_at_once_and_its_tree_is_gone(self):
+        server = self.redis_server()
+        args = ["-s", server.url()]
+        proc, d = self.start_holder(args)
+        waiter = self.start_waiter(args, d)
+        self.assertWaiterStartsSoonAfterTheKill(proc, waiter, d)
+        entry = self.assertKilledEntry(args)
+        self.assertEqual(entry["pid"], proc.pid)
+        self.assertKeyGone(server, "lock:dead")
+
+    def test_without_a_cgroup_a_killed_holder_releases_when_group_and_session_are_empty(self):
+        env = self.env({"REDLOCK_NO_CGROUP": "1"})
+        server = self.redis_server()
+        args = ["-s", server.url()]
+        d = self.mkdtemp("holder-")
+        # Everything stays in PROGRAM's session (redlock gives it one): provable.
+        program = r'''
+d=$1
+( sh -c 'while :; do touch "$1/heartbeat"; sleep 0.02; done' sh "$d" & ) &
+while [ ! -e "$d/heartbeat" ]; do sleep 0.01; done
+: > "$d/ready"; sleep 600
+'''
+        proc = self.start_redlock(args + ["run", "-k", "dead", "-t", TTL, "--", "sh", "-c",
+                                          program, "sh", d], env=env)
+        wait_until(lambda: os.path.exists(f"{d}/ready"), 15, proc=proc,
+                   message="the holder to start")
+        waiter = self.start_waiter(args, d, env=env)
+        self.assertWaiterStartsSoonAfterTheKill(proc, waiter, d)
+        self.assertKilledEntry(args, env=env)
+
+    def test_a_tree_that_cannot_be_proven_gone_keeps_the_ttl_and_says_why(self):
+        # No cgroup and a daemon that left group and session (setsid): what it may have
+        # started cannot be followed, so the lock waits for its TTL.
+        env = self.env({"REDLOCK_NO_CGROUP": "1"})
+        server = self.redis_server()
+        args = ["-s", server.url()]
+        proc, d = self.start_holder(args, env=env)
+        # The watchdog sees the daemon in one of its looks at the tree.
+        time.sleep(0.5)
+        token = server.command("GET", "lock:dead")
+        self.assertTrue(token)
+        proc.send_signal(signal.SIGKILL)
+        self.assertEqual(proc.wait(10), -signal.SIGKILL)
+        wait_until(lambda: any(r["outcome"] == "killed"
+                               for r in self.history(args, env)["runs"]),
+                   15 * SLACK, message="the killed run's history entry")
+        self.assertKilledEntry(args, note=True, env=env)
+        self.assertEqual(server.command("GET", "lock:dead"), token)
+        self.assertGreater(server.command("PTTL", "lock:dead"), 30_000)
+
+    def test_a_killed_permit_holder_frees_its_permit(self):
+        server = self.redis_server()
+        args = ["-s", server.url()]
+        other = self.holder(["-k", "dead", "--limit", "2", "-t", TTL],
+                            global_args=args).wait_ready()
+        proc, d = self.start_holder(args, ["--limit", "2"])
+        waiter = self.start_waiter(args, d, ["--limit", "2"])
+        self.assertWaiterStartsSoonAfterTheKill(proc, waiter, d)
+        self.assertKilledEntry(args)
+        self.assertEqual(other.release(), 0)
+
+    def test_a_killed_holder_of_a_fair_lock_hands_it_to_the_next_in_line(self):
+        server = self.redis_server()
+        args = ["-s", server.url()]
+        proc, d = self.start_holder(args, ["--fair"])
+        waiter = self.start_waiter(args, d, ["--fair"])
+        self.assertWaiterStartsSoonAfterTheKill(proc, waiter, d)
+        self.assertKilledEntry(args)
+
+    def test_a_killed_holder_over_three_servers_releases_on_each(self):
+        servers = [self.redis_server() for _ in range(3)]
+        args = [a for s in servers for a in ("-s", s.url())]
+        proc, d = self.start_holder(args)
+        waiter = self.start_waiter(args, d)
+        self.assertWaiterStartsSoonAfterTheKill(proc, waiter, d)
+        for s in servers:
+            self.assertKeyGone(s, "lock:dead")
+
+    def test_a_killed_holder_releases_with_auth(self):
+        server = self.redis_server(requirepass="s3cret")
+        args = ["-s", f"redis://:s3cret@127.0.0.1:{server.port}"]
+        proc, d = self.start_holder(args)
+        # The password is in the will, never on the releaser's command line.
+        waiter = self.start_waiter(args, d)
+        self.assertWaiterStartsSoonAfterTheKill(proc, waiter, d)
+        self.assertKilledEntry(args)
+
+    def test_a_killed_holder_releases_over_tls(self):
+        if not shutil.which("openssl"):
+            self.skipTest("openssl is not installed (scripts/setup.sh installs it)")
+        from test_tls import make_certs
+        certs = make_certs()
+        self.addCleanup(shutil.rmtree, certs, True)
+        tls_port = free_port()
+        self.redis_server(extra_args=(
+            "--tls-port", str(tls_port), "--tls-cert-file", f"{certs}/server.pem",
+            "--tls-key-file", f"{certs}/server.key", "--tls-ca-cert-file", f"{certs}/ca.pem",
+            "--tls-auth-clients", "no"))
+        config = self.write_file("tls.toml", f'tls_ca_file = "{certs}/ca.pem"\n')
+        args = ["-c", config, "-s", f"rediss://127.0.0.1:{tls_port}"]
+        proc, d = self.start_holder(args)
+        waiter = self.start_waiter(args, d)
+        self.assertWaiterStartsSoonAfterTheKill(proc, waiter, d)
+        self.assertKilledEntry(args)
+
+    def test_a_killed_run_reports_killed_to_its_metrics_file_and_events(self):
+        server = self.redis_server()
+        args = ["-s", server.url()]
+        metrics = self.path("m", "dead.prom")
+        os.makedirs(os.path.dirname(metrics))
+        events = self.path("events.jsonl")
+        proc, d = self.start_holder(args, ["--metrics", metrics, "--events", events])
+        proc.send_signal(signal.SIGKILL)
+        self.assertEqual(proc.wait(10), -signal.SIGKILL)
+
+        def ended():
+            if not os.path.exists(events):
+                return None
+            with open(events) as f:
+                lines = [json.loads(line) for line in f if line.strip()]
+            return next((e for e in lines if e["event"] == "end"), None)
+        wait_until(lambda: ended() is not None, 15 * SLACK, message="the end event")
+        end = ended()
+        self.assertEqual(end["outcome"], "killed")
+        self.assertEqual(end["pid"], proc.pid)
+        with open(metrics) as f:
+            text = f.read()
+        self.assertRegex(text, r'outcome="killed"[^\n]*\} 1')
+        self.assertKeyGone(server, "lock:dead")
+
+    def test_a_run_killed_while_acquiring_leaves_no_key_behind(self):
+        # The attempt is on its way through a slow proxy when redlock is killed: it lands,
+        # and the releaser, whose release follows it, takes it away.
+        server = self.redis_server()
+        # The scripts are loaded: the attempt is one EVALSHA, and it takes the lock.
+        self.assertStatus(self.run_redlock(["-s", server.url(), "run", "-k", "warm", "--",
+                                            "true"]), 0)
+        proxy = self.delay_proxy(server, 1.0)
+        args = ["-s", f"redis://127.0.0.1:{proxy.port}"]
+        proc = self.start_redlock(args + ["run", "-k", "dead", "-t", TTL, "--", "sleep", "600"])
+        wait_until(lambda: proxy._socks, 15 * SLACK, proc=proc,
+                   message="the attempt to go out")
+        time.sleep(0.5)
+        self.assertEqual(server.command("EXISTS", "lock:dead"), 0)
+        proc.send_signal(signal.SIGKILL)
+        self.assertEqual(proc.wait(10), -signal.SIGKILL)
+        # Both have landed by then (1 s each way through the proxy).
+        time.sleep(3)
+        self.assertKeyGone(server, "lock:dead", within=15 * SLACK)
+
+    def test_the_releaser_by_hand_acts_on_nothing_but_a_will(self):
+        server = self.redis_server()
+        holder = self.holder(["-k", "dead"], global_args=["-s", server.url()]).wait_ready()
+        # Not a will: refused, and the lock is untouched.
+        r = self.run_redlock(["__release-dead-run"], input=holder.token.encode())
+        self.assertStatus(r, 64)
+        self.assertIn("its input is not a will", r.stderr)
+        self.assertEqual(server.command("GET", "lock:dead"), holder.token)
+        r = self.run_redlock(["--help"])
+        self.assertNotIn("release-dead-run", r.stdout)
+        self.assertEqual(holder.release(), 0)
