@@ -107,11 +107,7 @@ class HistoryTest(E2ETest):
         holder = self.start_redlock(self.args + ["run", "-k", "job", "-t", "1m", "--", "sleep",
                                                  "60"])
         wait_until(lambda: self.redis[0].command("EXISTS", "lock:job") == 1, 10, proc=holder)
-        # Both listening for a force release (each on two servers, or the one), not a
-        # fixed sleep that a loaded machine outlasts.
-        wait_until(lambda: sum(s.command("PUBSUB", "NUMSUB", "{lock:pool}:events")[1]
-                               for s in self.redis) >= 2 * min(2, len(self.redis)),
-                   10, message="both holders to listen", proc=holders[1])
+        self.wait_holder_listening(holder)
         forced_at = time.monotonic()
         r = self.run_redlock(self.args + ["release", "-f", "-y", "job"])
         self.assertStatus(r, 0)
@@ -170,11 +166,7 @@ class HistoryTest(E2ETest):
             ["run", "-k", "job", "-t", "3s", "--on-lost", f"echo $REDLOCK_EVENT > {event}",
              "--", "sleep", "60"])
         token = wait_until(lambda: self.redis[0].command("GET", "lock:job"), 10, proc=holder)
-        # Both listening for a force release (each on two servers, or the one), not a
-        # fixed sleep that a loaded machine outlasts.
-        wait_until(lambda: sum(s.command("PUBSUB", "NUMSUB", "{lock:pool}:events")[1]
-                               for s in self.redis) >= 2 * min(2, len(self.redis)),
-                   10, message="both holders to listen", proc=holders[1])
+        self.wait_holder_listening(holder)
         ours = hashlib.sha1(token.encode()).hexdigest()[:12]
         for s in self.redis:
             for forged in ("0123456789ab", "-", ours):
