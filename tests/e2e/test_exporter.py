@@ -92,6 +92,11 @@ class ExporterTest(E2ETest):
             s.command("DEL", "lock:job")
         self.assertEqual(holder.proc.wait(30), 79)
         holder = self.holder(["-k", "job"], global_args=args).wait_ready()
+        # Listening for a force release (on a server that answers), else it would learn of
+        # it only at its next renewal, as a lost lease.
+        wait_until(lambda: sum(s.command("PUBSUB", "NUMSUB", "{lock:job}:events")[1]
+                               for s in live) >= 1,
+                   10, message="the holder to listen", proc=holder.proc)
         self.assertStatus(self.run_redlock(args + ["release", "--force", "--yes", "job"]), 0)
         self.assertEqual(holder.proc.wait(30), 79)
 
