@@ -14,6 +14,7 @@
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "process/raw_syscall.hpp"
@@ -912,6 +913,39 @@ long long to_ns(Watchdog::Clock::time_point t) {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
 }
 
+// The watchdog as a grandchild, for where a clone with no exit signal is refused (EINVAL):
+// qemu-user, which runs arm64 containers on x86_64 hosts, supports only SIGCHLD there. A
+// middle process clones it with SIGCHLD and exits at once, so it is re-parented away from
+// redlock (not yet a subreaper: run() makes it one after this), and waitpid(-1) never sees
+// it either. Its pid, or -1 with `error` set.
+pid_t start_as_grandchild(Memory* memory, int& error) {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) {
+        error = errno;
+        return -1;
+    }
+    const pid_t middle = ::fork();
+    if (middle == 0) {
+        const pid_t pid = ::clone(watch, memory->stack + sizeof memory->stack, SIGCHLD, memory);
+        const int reply[2] = {pid, pid < 0 ? errno : 0};
+        (void)!::write(fds[1], reply, sizeof reply);
+        ::_exit(0);
+    }
+    error = errno;
+    ::close(fds[1]);
+    int reply[2] = {-1, EIO};
+    ssize_t n = -1;
+    if (middle > 0) {
+        while ((n = ::read(fds[0], reply, sizeof reply)) < 0 && errno == EINTR) {
+        }
+        while (::waitpid(middle, nullptr, 0) < 0 && errno == EINTR) {
+        }
+        error = n == static_cast<ssize_t>(sizeof reply) ? reply[1] : EIO;
+    }
+    ::close(fds[0]);
+    return middle > 0 && n == static_cast<ssize_t>(sizeof reply) ? reply[0] : -1;
+}
+
 } // namespace
 
 util::Expected<Watchdog> Watchdog::start(const Cgroup* cgroup, int will_fd) {
@@ -948,7 +982,9 @@ util::Expected<Watchdog> Watchdog::start(const Cgroup* cgroup, int will_fd) {
     // A copy (no CLONE_VM: see `sys` above) with no exit signal: a "clone child" that
     // waitpid(-1) never waits for (see the header).
     pid_t pid = ::clone(watch, memory->stack + sizeof memory->stack, 0, memory);
-    const int clone_errno = errno;
+    int clone_errno = errno;
+    if (pid < 0 && clone_errno == EINVAL)
+        pid = start_as_grandchild(memory, clone_errno);
     ::munmap(mapped, sizeof(Memory)); // redlock's mapping; the watchdog has its own copy
     if (pid < 0)
         return util::fail(util::ErrorKind::internal,

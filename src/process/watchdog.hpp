@@ -22,8 +22,9 @@
 // reach, and the last look is what it stops, with everything still below, then kills.
 //
 // It is a "clone child" (no exit signal), so waitpid(-1) never waits for it and it never
-// counts among PROGRAM's leftovers; it runs in its own session with every signal blocked,
-// so neither the terminal nor a signal to redlock's process group stops or kills it. It is
+// counts among PROGRAM's leftovers (where such a clone is refused, under qemu-user, it is
+// a grandchild re-parented away from redlock instead); it runs in its own session with every signal
+// blocked, so neither the terminal nor a signal to redlock's process group stops or kills it. It is
 // a copy of redlock, not a sharer of its memory (which the OOM killer kills with it), and
 // is named k_watchdog_name (which `killall redlock` does not match). redlock watches it in
 // turn (pipe_fd): a watchdog that dies makes redlock stop PROGRAM. If the watchdog itself
