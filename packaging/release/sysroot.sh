@@ -24,7 +24,9 @@ aarch64) debarch=arm64 ;;
     exit 64
     ;;
 esac
-packages=(libc6 libc6-dev linux-libc-dev libhiredis0.14 libhiredis-dev libssl-dev)
+# libmicrohttpd-dev for its header only: `redlock exporter` loads the library at its start.
+packages=(libc6 libc6-dev linux-libc-dev libhiredis0.14 libhiredis-dev libssl-dev
+    libmicrohttpd-dev)
 stamp="bullseye $debarch ${packages[*]}"
 if [[ -f "$dir/.complete" && "$(cat "$dir/.complete")" == "$stamp" ]]; then
     exit 0
