@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <cerrno>
 #include <charconv>
+#include <cstdlib>
 #include <cstring>
 #include <dlfcn.h>
 #include <microhttpd.h>
@@ -23,7 +24,8 @@ struct Api {
     decltype(&::MHD_get_daemon_info) daemon_info;
     decltype(&::MHD_get_timeout) get_timeout;
     decltype(&::MHD_run) run;
-    decltype(&::MHD_create_response_from_buffer_with_free_callback_cls) create_response;
+    // Not the _cls variant: libmicrohttpd 0.9.72 (Debian 11, the release sysroot) lacks it.
+    decltype(&::MHD_create_response_from_buffer_with_free_callback) create_response;
     decltype(&::MHD_add_response_header) add_header;
     decltype(&::MHD_queue_response) queue_response;
     decltype(&::MHD_destroy_response) destroy_response;
@@ -52,7 +54,7 @@ util::Expected<const Api*> load() {
                             find(lib, "MHD_get_daemon_info", api.daemon_info) &&
                             find(lib, "MHD_get_timeout", api.get_timeout) &&
                             find(lib, "MHD_run", api.run) &&
-                            find(lib, "MHD_create_response_from_buffer_with_free_callback_cls",
+                            find(lib, "MHD_create_response_from_buffer_with_free_callback",
                                  api.create_response) &&
                             find(lib, "MHD_add_response_header", api.add_header) &&
                             find(lib, "MHD_queue_response", api.queue_response) &&
@@ -170,14 +172,16 @@ struct Server::Daemon {
         } catch (...) {
             response = {500, "text/plain; charset=utf-8", "internal error\n", {}};
         }
-        // The body handed over as it is (a scrape of a thousand names is megabytes): freed
-        // by the daemon once sent.
-        auto* body = new std::string(std::move(response.body));
-        MHD_Response* r = self.api->create_response(
-            body->size(), body->data(), [](void* text) { delete static_cast<std::string*>(text); },
-            body);
+        // The body in a buffer of its own, freed by the daemon once sent (the free callback
+        // gets the buffer itself).
+        void* body = std::malloc(response.body.size() + 1);
+        if (!body)
+            return MHD_NO;
+        std::memcpy(body, response.body.data(), response.body.size());
+        MHD_Response* r = self.api->create_response(response.body.size(), body,
+                                                    [](void* buffer) { std::free(buffer); });
         if (!r) {
-            delete body;
+            std::free(body);
             return MHD_NO;
         }
         self.api->add_header(r, "Content-Type", response.content_type.c_str());
