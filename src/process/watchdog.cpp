@@ -689,8 +689,12 @@ WATCHDOG_CODE void act(Memory& m, long long now) {
 // PROGRAM's is killed now, again while anything is found (a fork races a kill), and
 // PROGRAM's cgroup is removed once empty. Returns whether the tree was proven gone.
 WATCHDOG_CODE TreeVerdict kill_everything(Memory& m) {
-    if (m.watch.program != 1)
-        return tree_verdict(m); // nothing of PROGRAM's can be left
+    if (m.watch.program != 1) { // nothing of PROGRAM's can be left
+        // Its cgroup, made before the first attempt, is empty: removed all the same.
+        if (m.cgroup_parent >= 0 && remove_cgroup_tree(m.cgroup_parent, m.cgroup_name))
+            m.cgroup_parent = -1;
+        return tree_verdict(m);
+    }
     TreeVerdict verdict{TreeState::alive, ""};
     long long pause = k_first_round_ns;
     for (long long spent = 0;; spent += pause) {

@@ -16,6 +16,7 @@ import signal
 import time
 
 from redlock_e2e import SLACK, E2ETest, free_port, read_pid_file, wait_until
+from test_killed_redlock import cgroup_directory
 
 # PROGRAM of a holder: a daemon in a session of its own (setsid) and a double-forked
 # child, both touching $1/heartbeat; then "ready" and a wait for ever.
@@ -226,11 +227,17 @@ while [ ! -e "$d/heartbeat" ]; do sleep 0.01; done
                    message="the attempt to go out")
         time.sleep(0.5)
         self.assertEqual(server.command("EXISTS", "lock:dead"), 0)
+        # The cgroup PROGRAM would have run in, made before the first attempt.
+        group = os.path.join(cgroup_directory(proc.pid), f"redlock-{proc.pid}")
+        made = os.path.isdir(group)
         proc.send_signal(signal.SIGKILL)
         self.assertEqual(proc.wait(10), -signal.SIGKILL)
         # Both have landed by then (1 s each way through the proxy).
         time.sleep(3)
         self.assertKeyGone(server, "lock:dead", within=15 * SLACK)
+        # And the watchdog removed the cgroup, which no PROGRAM ever joined.
+        if made:
+            wait_until(lambda: not os.path.exists(group), 10, message=f"{group} to go")
 
     def test_the_releaser_by_hand_acts_on_nothing_but_a_will(self):
         server = self.redis_server()
