@@ -60,20 +60,10 @@ Argv script(const lock::Script& s, const std::vector<std::string>& keys,
 
 // The fleet's reading of the probe lock (fleet/read_script.hpp), sent as `how`.
 Argv read_script(const ProbeKeys& k, std::string how) {
-    return {std::move(how),
-            std::string(fleet::k_read_script.source),
-            "9",
-            k.lock,
-            k.meta,
-            k.fence,
-            k.slot,
-            k.waiters,
-            k.queue,
-            k.limit,
-            k.stats,
-            k.history,
-            k.channel,
-            "64"};
+    Argv argv{std::move(how), std::string(fleet::k_read_script.source)};
+    for (const auto operand : fleet::read_script_operands(k.names, "64"))
+        argv.emplace_back(operand);
+    return argv;
 }
 
 std::string lower(std::string_view text) {
@@ -127,8 +117,9 @@ std::string shell_word(std::string_view rule) {
 
 } // namespace
 
-ProbeKeys::ProbeKeys(std::string_view key_prefix) : prefix(key_prefix) {
-    const lock::Keys k(key_prefix, "redlock-doctor-probe");
+ProbeKeys::ProbeKeys(std::string_view key_prefix)
+    : names(key_prefix, "redlock-doctor-probe"), prefix(key_prefix) {
+    const lock::Keys& k = names;
     const lock::Keys p = k.permit(1);
     lock = k.lock;
     meta = k.meta;

@@ -11,6 +11,7 @@
 
 #include "config/config.hpp"
 #include "doctor/doctor.hpp"
+#include "lock/keys.hpp"
 
 namespace redlock::doctor {
 
@@ -34,6 +35,7 @@ struct AclProbe {
 // The probe lock and its companions, under `prefix`; they never name a real lock.
 struct ProbeKeys {
     explicit ProbeKeys(std::string_view prefix);
+    lock::Keys names; // of the probe lock, whose keys the fields below repeat
     std::string prefix, lock, meta, fence, channel, slot, queue, waiting, tickets, limit, permit,
         permit_meta, permit_fence, history, stats, events, waiters, wake, wake_channel;
 };

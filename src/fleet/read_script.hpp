@@ -16,6 +16,10 @@
 // fields and values joined by NULs (a NUL inside one is a "?"): a handful of elements per
 // name, not a hundred for the reader to allocate.
 
+#include <array>
+#include <string_view>
+
+#include "lock/keys.hpp"
 #include "lock/script.hpp"
 
 namespace redlock::fleet {
@@ -66,5 +70,13 @@ return {kind, token, pttl, meta, clip(fence), pack(redis.pcall("hgetall", KEYS[4
     {.calls = {"type", "get", "pttl", "time", "zrangebyscore"},
      .pcalls = {"hgetall", "get", "pubsub", "xrevrange", "zcard"}}));
 inline constexpr lock::Script k_read_script = lock::script(k_read_text);
+
+// What follows the script (or its SHA1) in a call of it on the keys `k`: the number of
+// keys, KEYS 1-9 and ARGV 1-2 as above, `clip` the longest string returned.
+inline std::array<std::string_view, 12> read_script_operands(const lock::Keys& k,
+                                                             std::string_view clip) {
+    return {"9",     k.lock,  k.meta,  k.fence,   k.slot,     k.waiters,
+            k.queue, k.limit, k.stats, k.history, k.released, clip};
+}
 
 } // namespace redlock::fleet
