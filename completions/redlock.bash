@@ -2,7 +2,7 @@
 # Installed as share/bash-completion/completions/redlock (loaded on demand by
 # bash-completion); it also works when sourced on its own.
 
-_redlock_commands='run status list history watch exporter acquire extend release doctor'
+_redlock_commands='run status list history watch exporter acquire extend release reap doctor'
 _redlock_global_opts='-c --config -s --server -v --verbose -q --quiet -h --help --version'
 
 # Options of each command (global options are accepted after the command too).
@@ -20,6 +20,7 @@ _redlock_command_opts() {
                        -E --conflict-exit-code --json --shell' ;;
         extend) echo '-k --key --token -t --ttl' ;;
         release) echo '-k --key --token -f --force -y --yes' ;;
+        reap) echo '-p --pattern --dry-run --json' ;;
         doctor) echo '--json' ;;
     esac
 }

@@ -1,7 +1,7 @@
 # fish completion for redlock(1). Installed as
 # share/fish/vendor_completions.d/redlock.fish.
 
-set -l __redlock_commands run status list history watch exporter acquire extend release doctor
+set -l __redlock_commands run status list history watch exporter acquire extend release reap doctor
 
 # The command given so far (the first word after the global options and their values).
 function __redlock_command
@@ -97,6 +97,7 @@ complete -c redlock -n __redlock_no_command -a exporter -d 'Serve the locks to P
 complete -c redlock -n __redlock_no_command -a acquire -d 'Acquire a lock and print its token'
 complete -c redlock -n __redlock_no_command -a extend -d 'Give a held lock a fresh TTL'
 complete -c redlock -n __redlock_no_command -a release -d 'Release a lock'
+complete -c redlock -n __redlock_no_command -a reap -d "Release this machine's locks of an earlier boot"
 complete -c redlock -n __redlock_no_command -a doctor -d 'Check the servers'
 
 set -l durations '250ms 10s 30s 1m 5m 10m 30m 1h 2h'
@@ -149,4 +150,7 @@ complete -c redlock -n '__redlock_using watch' -s p -l pattern -x -d 'Only locks
 complete -c redlock -n '__redlock_using watch' -l json -d 'One JSON object per line per change'
 complete -c redlock -n '__redlock_using exporter' -l listen -x -d 'Serve on ADDR:PORT (default 127.0.0.1:21379)'
 complete -c redlock -n '__redlock_using exporter' -s p -l pattern -x -d 'Only locks matching this glob'
+complete -c redlock -n '__redlock_using reap' -s p -l pattern -x -d 'Only locks matching this glob'
+complete -c redlock -n '__redlock_using reap' -l dry-run -d 'Say what would be reaped, release nothing'
+complete -c redlock -n '__redlock_using reap' -l json -d 'Print one JSON document'
 complete -c redlock -n '__redlock_using doctor' -l json -d 'Print one JSON document'

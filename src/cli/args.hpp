@@ -56,6 +56,7 @@ struct CommandArgs {
     std::optional<std::string> count;  // history -n
     std::optional<std::string> since;  // history --since
     std::optional<std::string> listen; // exporter --listen
+    bool dry_run = false;              // reap --dry-run
     bool operator==(const CommandArgs&) const = default;
 };
 

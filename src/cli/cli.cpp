@@ -370,6 +370,11 @@ int dispatch(std::string_view chosen, const RunArgs& run_args, const CommandArgs
             return report({util::ErrorKind::usage, "list: --pattern must not be empty"});
         return list_command(ListOptions{args.pattern, args.json}, cfg);
     }
+    if (is("reap")) {
+        if (args.pattern.empty())
+            return report({util::ErrorKind::usage, "reap: --pattern must not be empty"});
+        return reap_command(ReapOptions{args.pattern, args.dry_run, args.json}, cfg);
+    }
     if (is("doctor"))
         return doctor_command(DoctorOptions{args.json}, cfg);
     if (is("watch")) {
@@ -576,6 +581,10 @@ std::expected<CommandLine, int> parse_with_cli11(int argc, char** argv) {
     } else if (chosen == "list") {
         command->add_option("-p,--pattern", args.pattern)->type_name("GLOB");
         add_json_option(command, args);
+    } else if (chosen == "reap") {
+        command->add_option("-p,--pattern", args.pattern)->type_name("GLOB");
+        command->add_flag("--dry-run", args.dry_run);
+        add_json_option(command, args);
     } else if (chosen == "acquire") {
         add_name_options(command, args);
         add_ttl_option(command, args.ttl);
@@ -688,7 +697,7 @@ int run_main(int argc, char** argv) {
     }
     if (line.command.empty()) {
         log::error("a command is required: run, status, list, history, watch, exporter, "
-                   "acquire, extend, release or doctor (try 'redlock --help')");
+                   "acquire, extend, release, reap or doctor (try 'redlock --help')");
         return util::exit_code::usage;
     }
     mask_passwords(argc, argv, line.program_start);

@@ -50,6 +50,13 @@ struct ListOptions {
 };
 [[nodiscard]] int list_command(const ListOptions& options, const config::Config& config);
 
+struct ReapOptions {
+    std::string pattern = "*";
+    bool dry_run = false;
+    bool json = false;
+};
+[[nodiscard]] int reap_command(const ReapOptions& options, const config::Config& config);
+
 struct AcquireOptions {
     std::string name;
     std::chrono::milliseconds ttl{30000};

@@ -8,8 +8,9 @@ namespace {
 
 using namespace std::string_view_literals;
 
-constexpr std::array k_commands = {"run"sv,      "status"sv,  "list"sv,   "history"sv, "watch"sv,
-                                   "exporter"sv, "acquire"sv, "extend"sv, "release"sv, "doctor"sv};
+constexpr std::array k_commands = {"run"sv,     "status"sv,   "list"sv,    "history"sv,
+                                   "watch"sv,   "exporter"sv, "acquire"sv, "extend"sv,
+                                   "release"sv, "reap"sv,     "doctor"sv};
 
 // Every help but redlock's own ends with this.
 #define GLOBAL_OPTIONS                                                                             \
@@ -44,6 +45,7 @@ Commands:
   acquire   take a lock for a script and print its token
   extend    extend a lock taken with acquire
   release   release a lock (--token) or remove it (--force)
+  reap      release the locks this machine held under an earlier boot
   doctor    check that the servers are fit for locking
 
 Options:
@@ -224,6 +226,22 @@ Exit status: 0 released; 75 the token no longer holds the lock, or --force
 declined at its prompt;
 )" COMMON_STATUS;
 
+constexpr std::string_view k_reap = R"(Usage: redlock reap [-p GLOB] [--dry-run] [--json]
+Release the locks (and --limit permits) that this machine held under an earlier
+boot: nothing of that boot can still run. Each is released with its own token,
+its waiters woken, its history entry 'reaped'. A lock of another machine, or of
+this boot, is never touched. Run at boot by redlock-reap.service.
+
+Options:
+  -p, --pattern GLOB  only names matching GLOB (default *)
+      --dry-run       say what would be reaped, release nothing
+      --json          print one JSON document (see redlock(1))
+  -h, --help          show this help
+)" GLOBAL_OPTIONS R"(
+Exit status: 0 reaped (also when there was nothing to reap); 69 also when a
+lock to reap could not be released; 70 this machine's boot cannot be told;
+)" COMMON_STATUS;
+
 constexpr std::string_view k_doctor = R"(Usage: redlock doctor [--json]
 Check each server: eviction policy, replication, clock offset, persistence,
 and that redlock's scripts run there.
@@ -246,7 +264,7 @@ std::span<const std::string_view> command_names() {
 }
 
 std::string_view help_text(std::string_view command) {
-    constexpr std::array<std::pair<std::string_view, std::string_view>, 11> k_help = {{
+    constexpr std::array<std::pair<std::string_view, std::string_view>, 12> k_help = {{
         {"", k_main},
         {"run", k_run},
         {"status", k_status},
@@ -254,6 +272,7 @@ std::string_view help_text(std::string_view command) {
         {"acquire", k_acquire},
         {"extend", k_extend},
         {"release", k_release},
+        {"reap", k_reap},
         {"doctor", k_doctor},
         {"history", k_history},
         {"watch", k_watch},

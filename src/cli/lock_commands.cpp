@@ -97,8 +97,12 @@ int acquire_command(const AcquireOptions& options, const config::Config& config)
     auto lock = job::make_lock(config, options.name, token, options.ttl,
                                lock::holder_fields(holder, token));
     StderrObserver observer(options.name);
-    auto acquired =
-        job::acquire(lock, options.name, {options.wait, options.fair, {}}, *signals, observer);
+    const job::WaitPolicy policy{.wait = options.wait,
+                                 .fair = options.fair,
+                                 .min_validity = std::nullopt,
+                                 .history_keep = config.history,
+                                 .history_max_age = config.history_max_age};
+    auto acquired = job::acquire(lock, options.name, policy, *signals, observer);
     if (auto status = unless_acquired(acquired, options.conflict_exit_code))
         return *status;
     token = lock.token(); // each attempt has its own: the one that acquired

@@ -15,6 +15,7 @@
 #include "lock/inspect.hpp"
 #include "lock/keys.hpp"
 #include "lock/name.hpp"
+#include "lock/reap.hpp"
 #include "redis/fanout.hpp"
 #include "redis/reply.hpp"
 #include "redis/subscription.hpp"
@@ -117,12 +118,7 @@ void read_holder(lock::Lock& lock, std::string_view name, Waiting& state) {
                 if (c.busy() || !o || !o->reply)
                     continue;
                 ++answered;
-                if (o->reply->type != REDIS_REPLY_ARRAY || o->reply->elements == 0)
-                    continue;
-                std::map<std::string, std::string> fields;
-                for (size_t i = 0; i + 1 < o->reply->elements; i += 2)
-                    fields[std::string(redis::text(*o->reply->element[i]))] =
-                        std::string(redis::text(*o->reply->element[i + 1]));
+                auto fields = redis::hash_fields(*o->reply);
                 if (auto who = lock::parse_holder(fields, fields["token"])) {
                     state.holder_read = true;
                     state.holder = std::move(who);
@@ -156,6 +152,47 @@ void read_holder(lock::Lock& lock, std::string_view name, Waiting& state) {
     }
     if (lock.fair())
         state.queue_position = lock.queue_position();
+}
+
+// This machine and boot, and who asks, as the lock's own metadata names them (written with
+// each attempt: lock/holder.hpp); empty when the run writes none.
+lock::Holder here_of(const lock::Lock& lock) {
+    lock::Holder here;
+    here.host = lock.holder_field("host");
+    here.pid = std::strtol(std::string(lock.holder_field("pid")).c_str(), nullptr, 10);
+    here.user = lock.holder_field("user");
+    here.machine = lock.holder_field("machine");
+    here.boot = lock.holder_field("boot");
+    return here;
+}
+
+// A lock found held: if by this machine under an earlier boot (nothing of that boot can
+// still run), it is reaped, with the waiters woken and the entry `reaped` (lock/reap.hpp).
+// Returns true when something was released: the caller tries again at once.
+bool take_over(lock::Lock& lock, std::string_view name, const WaitPolicy& policy,
+               Observer& observer) {
+    const auto here = here_of(lock);
+    if (here.machine.empty() || here.boot.empty())
+        return false;
+    std::vector<config::ServerConfig> servers;
+    for (const auto& c : lock.connections())
+        servers.push_back(c.server());
+    bool released = false;
+    for (const auto& r :
+         lock::find_reapable(lock.connections(), lock.name_keys(), lock.limit(), here)) {
+        const size_t n =
+            lock::tally_of(lock::reap(servers, lock.name_keys(), lock.limit(), r,
+                                      {here, policy.history_keep, policy.history_max_age}))
+                .yes;
+        released |= n > 0;
+        observer.notice(util::format(
+            "'{}'{} was held by this machine under an earlier boot ({}@{}, pid {}, since {}): "
+            "{}",
+            name, r.permit > 0 ? util::format(" (permit {})", r.permit) : std::string(),
+            r.holder.user, r.holder.host, r.holder.pid, r.holder.acquired_at,
+            n > 0 ? "reaped" : "not released (gone already, or the servers refused)"));
+    }
+    return released;
 }
 
 // The servers a waiter listens to for release notices. Every release goes to every
@@ -241,10 +278,11 @@ bool listen(lock::Lock& lock, std::optional<redis::Subscription>& notices,
 }
 
 util::Expected<Acquisition> wait_and_acquire(lock::Lock& lock, std::string_view name,
-                                             std::optional<Millis> wait,
-                                             process::SignalEvents& signals,
-                                             std::optional<Millis> min_validity, Observer& observer,
+                                             const WaitPolicy& policy,
+                                             process::SignalEvents& signals, Observer& observer,
                                              const lock::HistoryRecord* skip, bool& everywhere) {
+    const auto wait = policy.wait;
+    const auto min_validity = policy.min_validity;
     const auto started = Clock::now();
     std::optional<Clock::time_point> give_up;
     if (wait)
@@ -260,6 +298,11 @@ util::Expected<Acquisition> wait_and_acquire(lock::Lock& lock, std::string_view 
     // one wins.
     const bool by_leader = lock.connections().size() > 1 && lock.limit() == 0 && !lock.fair();
     bool leader_next = false;
+    // Whether the holder was looked at for reaping (take_over): at the first "held".
+    bool looked_at_holder = false;
+    // The refusal goes out once: an attempt interrupted by a stray signal (the SIGCHLD of
+    // a background release) and made again must not record it twice.
+    bool refusal_sent = false;
     // A run that may wait goes on the wait list with its first attempt that finds the lock
     // held (a --limit name's: every permit held).
     if (!wait || wait->count() > 0)
@@ -269,7 +312,8 @@ util::Expected<Acquisition> wait_and_acquire(lock::Lock& lock, std::string_view 
         // The last attempt (-n, or --wait run out) records a refusal in the history, in
         // the same write: skipped-held, or gave-up after waiting.
         std::optional<lock::HistoryRecord> refusal;
-        if (skip && give_up && Clock::now() >= *give_up) {
+        if (skip && give_up && Clock::now() >= *give_up && looked_at_holder && !refusal_sent) {
+            refusal_sent = true;
             refusal = *skip;
             refusal->skip = true;
             refusal->waited = std::chrono::floor<Millis>(Clock::now() - started);
@@ -317,6 +361,15 @@ util::Expected<Acquisition> wait_and_acquire(lock::Lock& lock, std::string_view 
             if (int sig = first_forwarded(signals))
                 return Acquisition{Acquisition::Outcome::interrupted, sig};
             continue;
+        }
+        if (attempt->status == lock::AcquireStatus::held && !looked_at_holder) {
+            looked_at_holder = true;
+            if (take_over(lock, name, policy, observer))
+                continue;
+            // A single attempt (-n) made without its refusal, to record none if the lock
+            // could be reaped: once more, with it.
+            if (skip && give_up && Clock::now() >= *give_up)
+                continue;
         }
         auto now = Clock::now();
         too_slow = attempt->status == lock::AcquireStatus::too_slow ? too_slow + 1 : 0;
@@ -445,8 +498,7 @@ util::Expected<Acquisition> acquire(lock::Lock& lock, std::string_view name,
             log::verbose("'{}': waiting in line with ticket {}", name, *ticket);
     }
     bool everywhere = false; // acquired on every server
-    auto result = wait_and_acquire(lock, name, policy.wait, signals, policy.min_validity, observer,
-                                   skip, everywhere);
+    auto result = wait_and_acquire(lock, name, policy, signals, observer, skip, everywhere);
     observer.wait_ended();
     if (result && result->outcome == Acquisition::Outcome::interrupted)
         observer.interrupted(result->signal);

@@ -25,6 +25,10 @@ struct WaitPolicy {
     bool fair = false;          // first come, first served among --fair waiters
     // An acquisition leaving less than this of the lease is released and does not count.
     std::optional<Millis> min_validity;
+    // A lock found held by this machine under an earlier boot is reaped on the way
+    // (lock/reap.hpp), its history entry written with these settings (the config's).
+    size_t history_keep = 300;
+    Millis history_max_age{std::chrono::hours(24 * 30)};
 };
 
 struct Acquisition {
@@ -32,11 +36,13 @@ struct Acquisition {
     int signal = 0; // the forwarded signal that ended the wait
 };
 
-// Tries to acquire `lock` under `policy`. Servers that cannot be reached are never waited
-// on: that is an error at once. A forwarded signal (read from `signals`) ends the wait.
-// With `skip`, the history entry of a run (lock/history.hpp) that the last attempt records
-// where the lock is held, when that attempt is refused: the outcome (skipped-held or
-// gave-up) and the time waited are filled in.
+// Tries to acquire `lock` under `policy`. A lock (or every permit) found held, the first
+// time, is looked at once more: what this machine held under an earlier boot is reaped
+// (lock/reap.hpp) and the attempt made again at once. Servers that cannot be reached are never
+// waited on: that is an error at once. A forwarded signal (read from `signals`) ends the wait. With
+// `skip`, the history entry of a run (lock/history.hpp) that the last attempt records where the
+// lock is held, when that attempt is refused: the outcome (skipped-held or gave-up) and the time
+// waited are filled in.
 [[nodiscard]] util::Expected<Acquisition> acquire(lock::Lock& lock, std::string_view name,
                                                   const WaitPolicy& policy,
                                                   process::SignalEvents& signals,

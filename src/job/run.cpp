@@ -209,7 +209,10 @@ RunResult run(const RunSpec& options, const config::Config& config, Observer& ob
         return failed({watchdog.error().kind,
                        util::format("cannot start the watchdog: {}; PROGRAM not started",
                                     watchdog.error().message)});
-    auto acquired = acquire(lock, options.name, options.wait, *signals, observer,
+    auto policy = options.wait;
+    policy.history_keep = config.history;
+    policy.history_max_age = config.history_max_age;
+    auto acquired = acquire(lock, options.name, policy, *signals, observer,
                             recorder.skip(options.wait.wait.has_value()));
     if (!acquired || acquired->outcome != Acquisition::Outcome::acquired)
         watchdog->disarm(); // nothing is left on the servers

@@ -22,14 +22,6 @@ namespace redlock::lock {
 
 namespace {
 
-std::map<std::string, std::string> hash_fields(const redisReply& reply) {
-    std::map<std::string, std::string> fields;
-    for (size_t i = 0; reply.type == REDIS_REPLY_ARRAY && i + 1 < reply.elements; i += 2)
-        fields[std::string(redis::text(*reply.element[i]))] =
-            std::string(redis::text(*reply.element[i + 1]));
-    return fields;
-}
-
 std::optional<long long> number_field(const std::map<std::string, std::string>& fields,
                                       const char* name) {
     auto it = fields.find(name);
@@ -145,10 +137,10 @@ void read_inspect_reply(const redisReply& reply, ServerView& sv) {
         token->type == REDIS_REPLY_STRING ? std::optional<std::string>(redis::text(*token))
                                           : std::nullopt,
         reply.element[1]->type == REDIS_REPLY_INTEGER ? reply.element[1]->integer : -2,
-        hash_fields(*reply.element[2]),
+        redis::hash_fields(*reply.element[2]),
         fence->type == REDIS_REPLY_STRING ? std::optional<std::string_view>(redis::text(*fence))
                                           : std::nullopt,
-        hash_fields(*reply.element[4]), sv);
+        redis::hash_fields(*reply.element[4]), sv);
 }
 
 void read_server_view(std::optional<std::string> token, long long pttl,

@@ -508,10 +508,11 @@ inline constexpr Script k_fair_leave_script = script(k_fair_leave_text);
 // The counters of a name, kept with its history (KEYS[4], {<key>}:stats, a hash; the
 // `redlock exporter` reads them, fleet/read.hpp), from the entry's fields (`fields`, `now`,
 // ARGV[6] the ms held): "runs:<outcome>" +1 for every entry; for a run that ran PROGRAM (any
-// outcome but a skip, giving up, an interruption, a failure to start, or the operator's
-// force-release entry) "last_run_ms" (now: when it ended), a duration bucket "d:<seconds>" (the
-// first bound at or above the time held, fleet::k_duration_buckets; else "d:+Inf") +1, and
-// "duration_ms" +held; "last_success_ms" for one that ran and exited 0; "slot_ms" from a
+// outcome but a skip, giving up, an interruption, a failure to start, the operator's
+// force-release entry, or a reaped one: how long that run held is not known) "last_run_ms" (now:
+// when it ended), a duration bucket "d:<seconds>" (the first bound at or above the time held,
+// fleet::k_duration_buckets; else "d:+Inf") +1, and "duration_ms" +held; "last_success_ms" for one
+// that ran and exited 0; "slot_ms" from a
 // --once-per run's entry. It expires 400 days after the last entry (no TTL would outlive every
 // name ever used). Three commands for a run (read, write, expiry), two for a refusal: a crowd's
 // hand-over is counted in commands (bench/crowd.sh). pcall: counters are a help, and never
@@ -522,7 +523,7 @@ inline constexpr auto k_history_counters =
   for i = 1, #fields - 1, 2 do f[fields[i]] = fields[i + 1] end
   local outcome = f["outcome"]
   if outcome then
-    local idle = {["skipped-held"] = 1, ["skipped-slot"] = 1, ["gave-up"] = 1, ["interrupted"] = 1, ["failed"] = 1, ["force-release"] = 1}
+    local idle = {["skipped-held"] = 1, ["skipped-slot"] = 1, ["gave-up"] = 1, ["interrupted"] = 1, ["failed"] = 1, ["force-release"] = 1, ["reaped"] = 1}
     local set = {}
     if idle[outcome] then
       redis.pcall("hincrby", KEYS[4], "runs:" .. outcome, 1)

@@ -8,6 +8,13 @@
 
 namespace redlock::redis {
 
+std::map<std::string, std::string> hash_fields(const redisReply& reply) {
+    std::map<std::string, std::string> fields;
+    for (size_t i = 0; reply.type == REDIS_REPLY_ARRAY && i + 1 < reply.elements; i += 2)
+        fields[std::string(text(*reply.element[i]))] = std::string(text(*reply.element[i + 1]));
+    return fields;
+}
+
 std::string encode_command(std::span<const std::string_view> argv) {
     // Hand-rolled rather than redisFormatCommandArgv: the same bytes, without the
     // malloc/free pair and the pointer/length arrays it needs.

@@ -2,6 +2,7 @@
 // hiredis reply objects owned by unique_ptr from the line they arrive, plus the argv
 // encoder: commands always go out as argv with explicit lengths, never via a format string.
 
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -66,6 +67,9 @@ enum class ErrorCode {
 // The same of `command` (lowercase: "evalsha_ro", "script|load"), also as an unknown
 // subcommand.
 [[nodiscard]] bool refuses_command(std::string_view error, std::string_view command);
+// The field/value pairs of a hash as HGETALL (or a script) replies them; empty for any
+// other reply.
+[[nodiscard]] std::map<std::string, std::string> hash_fields(const redisReply& reply);
 // A short rendering for messages: "OK", "(nil)", "(integer) 1", the error text, ...
 [[nodiscard]] std::string describe(const redisReply& r);
 

@@ -283,7 +283,7 @@ class ErrorsTest(E2ETest):
         r = self.run_redlock(["bogus"])
         self.assertStatus(r, 64)
         self.assertIn("unknown command 'bogus' (commands: run, status, list, history, watch, "
-                      "exporter, acquire, extend, release, doctor", r.stderr)
+                      "exporter, acquire, extend, release, reap, doctor", r.stderr)
         r = self.run_redlock(["list", "first", "second"])
         self.assertStatus(r, 64)
         self.assertIn("unexpected argument 'first' (see 'redlock list --help')", r.stderr)

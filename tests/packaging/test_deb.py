@@ -24,6 +24,7 @@ EXPECTED = [
     "usr/share/doc/redlock/examples/redlock-nightly.timer",
     "usr/share/doc/redlock/examples/crontab",
     "usr/share/doc/redlock/examples/redlock-exporter.service",
+    "usr/share/doc/redlock/examples/redlock-reap.service",
     "usr/share/doc/redlock/examples/redlock-alerts.yml",
     "usr/share/doc/redlock/examples/redlock-alerts.test.yml",
 ]

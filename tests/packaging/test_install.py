@@ -24,6 +24,7 @@ EXPECTED = [
     "share/doc/redlock/examples/redlock-nightly.timer",
     "share/doc/redlock/examples/crontab",
     "share/doc/redlock/examples/redlock-exporter.service",
+    "share/doc/redlock/examples/redlock-reap.service",
     "share/doc/redlock/examples/redlock-alerts.yml",
     "share/doc/redlock/examples/redlock-alerts.test.yml",
 ]

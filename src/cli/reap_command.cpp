@@ -1,0 +1,118 @@
+// `redlock reap`: releases the locks this machine held under an earlier boot
+// (lock/reap.hpp), as redlock-reap.service does at boot.
+
+#include <unistd.h>
+
+#include "cli/commands.hpp"
+#include "cli/common.hpp"
+#include "lock/inspect.hpp"
+#include "lock/reap.hpp"
+#include "redis/fanout.hpp"
+#include "util/format.hpp"
+#include "util/json.hpp"
+#include "util/log.hpp"
+#include "util/text.hpp"
+
+namespace redlock::cli {
+
+namespace {
+
+namespace log = util::log;
+
+struct Found {
+    std::string name;
+    size_t limit = 0;
+    lock::Reapable what;
+    size_t released = 0; // servers
+};
+
+} // namespace
+
+int reap_command(const ReapOptions& options, const config::Config& config) {
+    const std::vector<std::string> command{"(reap)"};
+    const auto here = lock::current_holder(command, static_cast<long>(::getpid()));
+    if (here.machine.empty() || here.boot.empty())
+        return report({util::ErrorKind::internal,
+                       "cannot tell this machine's boot (/etc/machine-id, "
+                       "/proc/sys/kernel/random/boot_id): nothing reaped"});
+    auto conns = redis::connect_all(config.servers);
+    auto listed = lock::list_names(conns, config.key_prefix, options.pattern);
+    if (listed.scanned == 0 && !listed.failures.empty())
+        return report(lock::unreadable_error(listed.failures));
+    for (const auto& f : listed.failures)
+        log::error("cannot list locks on {}: {}", f.server, f.error);
+
+    const lock::Reaper by{here, config.history, config.history_max_age};
+    std::vector<Found> found;
+    bool unreleased = false;
+    for (const auto& name : listed.names) {
+        const auto view = lock::inspect(conns, config.key_prefix, name);
+        for (auto& what : lock::reapable(view, here)) {
+            Found f{name, view.limit, std::move(what), 0};
+            if (!options.dry_run) {
+                const auto c = lock::tally_of(lock::reap(
+                    config.servers, lock::Keys(config.key_prefix, name), view.limit, f.what, by));
+                f.released = c.yes;
+                // Not released where it is gone already (expired, taken): only a server
+                // that failed keeps it.
+                unreleased |= c.yes == 0 && c.failed > 0;
+            }
+            found.push_back(std::move(f));
+        }
+    }
+
+    std::string out;
+    if (options.json) {
+        util::JsonWriter json;
+        json.begin_object().field("dry_run", options.dry_run).key("reaped").begin_array();
+        for (const auto& f : found) {
+            const auto& h = f.what.holder;
+            json.begin_object()
+                .field("name", f.name)
+                .field("permit", f.what.permit)
+                .field("token", f.what.token)
+                .field("host", h.host)
+                .field("pid", h.pid)
+                .field("user", h.user)
+                .field("command", h.command)
+                .field("acquired_at", h.acquired_at)
+                .field("boot_id", h.boot)
+                .field("servers", f.released)
+                .end_object();
+        }
+        json.end_array().end_object();
+        out = json.str() + "\n";
+    } else {
+        for (const auto& f : found) {
+            const auto& h = f.what.holder;
+            const std::string what =
+                f.what.permit > 0
+                    ? util::format("'{}' (permit {} of {})", f.name, f.what.permit, f.limit)
+                    : util::format("'{}'", f.name);
+            const std::string where =
+                options.dry_run ? std::string()
+                : f.released == 0
+                    ? "; not released: gone already, or the servers failed"
+                    : util::format("; released on {} of {} server{}", f.released,
+                                   config.servers.size(), config.servers.size() == 1 ? "" : "s");
+            out += util::printable(util::format(
+                       "{} {}: held by {}@{} (pid {}, since {}, running {}) under boot {}",
+                       options.dry_run ? "would reap" : "reaped", what, h.user, h.host, h.pid,
+                       h.acquired_at, h.command, h.boot)) +
+                   where + "\n";
+        }
+        if (found.empty())
+            log::note("nothing to reap: no lock matching '{}' is held by this machine under an "
+                      "earlier boot",
+                      options.pattern);
+    }
+    if (!out.empty() && !print_stdout(out))
+        return util::exit_code::internal;
+    if (unreleased)
+        return report({util::ErrorKind::unavailable,
+                       "some locks of an earlier boot could not be released; they keep their "
+                       "ttl"});
+    return 0;
+}
+
+} // namespace redlock::cli
