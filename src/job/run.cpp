@@ -77,11 +77,16 @@ int slot_status(const RunResult& result) {
 }
 
 // The release, with the run's history entry in the same write; -v says where the entry
-// could not be written (it changes nothing of the run).
-void release(lock::Lock& lock, const std::optional<lock::HistoryRecord>& record,
-             Observer& observer) {
-    observer.released(
-        lock.release(lock::Lock::ReleaseWait::every_answer, {}, record ? &*record : nullptr));
+// could not be written (it changes nothing of the run). `watchdog` is disarmed as soon as
+// the release returns, before anything is said of it: a kill from then on must not have
+// the releaser release, and record the run, a second time.
+void release(lock::Lock& lock, const std::optional<lock::HistoryRecord>& record, Observer& observer,
+             process::Watchdog* watchdog = nullptr) {
+    auto results =
+        lock.release(lock::Lock::ReleaseWait::every_answer, {}, record ? &*record : nullptr);
+    if (watchdog)
+        watchdog->disarm();
+    observer.released(results);
     for (const auto& failure : lock.history_failures())
         log::verbose("history not written on {}", failure);
 }
@@ -234,8 +239,7 @@ RunResult run(const RunSpec& options, const config::Config& config, Observer& ob
         will->acquired(lock, acquired_at);
     // Released from now on (or kept for --min-hold): the watchdog stays armed until then.
     auto let_go = [&](const std::optional<lock::HistoryRecord>& record) {
-        release(lock, record, observer);
-        watchdog->disarm();
+        release(lock, record, observer, &*watchdog);
     };
     if (options.once_per)
         if (auto claim = claim_slot(lock, options, holder, config, recorder, observer)) {
