@@ -25,14 +25,11 @@ Lock::Lock(const std::vector<config::ServerConfig>& servers, Keys keys, std::str
     m_conns.reserve(servers.size());
     for (const auto& s : servers)
         m_conns.emplace_back(s);
-    build_renewal();
 }
 
-void Lock::build_renewal() {
-    const std::array<std::string, 2> args{m_token, std::to_string(m_ttl.count())};
-    const auto keys = script_keys();
-    m_renew_command = script_call(renew_script(), true, keys, args);
-    m_renew_fallback = script_call(renew_script(), false, keys, args);
+void Lock::forget_renewal() {
+    m_renew_command.clear();
+    m_renew_fallback.clear();
 }
 
 std::string Lock::wait_command(const redis::Connection& conn) const {
@@ -167,7 +164,7 @@ util::Expected<AcquireResult> Lock::acquire_key(int interrupt_fd, bool leader_fi
     // after minutes of waiting is not "held for minutes".
     if (m_attempts++ > 0) {
         m_token = util::random_token();
-        build_renewal();
+        forget_renewal();
         for (size_t i = 0; i + 1 < m_holder.size(); i += 2)
             if (m_holder[i] == "token")
                 m_holder[i + 1] = m_token;
@@ -375,6 +372,13 @@ RenewStatus Lock::judge_renewal(Clock::time_point sent, Clock::time_point now) c
 void Lock::start_renewal(Clock::time_point now) {
     m_renewing = true;
     m_renew_sent = now;
+    // Built at the first renewal, not with every token: most runs end before one.
+    if (m_renew_command.empty()) {
+        const std::array<std::string, 2> args{m_token, std::to_string(m_ttl.count())};
+        const auto keys = script_keys();
+        m_renew_command = script_call(renew_script(), true, keys, args);
+        m_renew_fallback = script_call(renew_script(), false, keys, args);
+    }
     send_all(m_renew_command, m_renew_fallback, now);
 }
 

@@ -236,7 +236,7 @@ class Lock {
     // and for a permit the name's lock key and limit.
     [[nodiscard]] std::vector<std::string> script_keys() const;
     [[nodiscard]] const Script& renew_script() const;
-    void build_renewal(); // the renewal commands, for the current token
+    void forget_renewal(); // the renewal commands, of an earlier token or keys
     // Round 2 over several servers, when their round-1 replies differ: writes `fence` where
     // round 1 said yes (`yes_servers`) and judges it by the servers in that set only. True
     // when a majority confirmed.
