@@ -79,7 +79,7 @@ void Lock::send_all(const std::string& command, const std::string& fallback, Clo
             continue;
         if (!after.empty())
             c.start_pipelined((fallback.empty() ? command : fallback) + after, 1, now);
-        else if (c.fd() < 0 && !fallback.empty())
+        else if ((c.fd() < 0 || command.empty()) && !fallback.empty())
             c.start(fallback, {}, now);
         else
             c.start(command, fallback, now);
@@ -191,7 +191,10 @@ util::Expected<AcquireResult> Lock::acquire_key(int interrupt_fd, bool leader_fi
     if (m_before_attempt)
         m_before_attempt(*this);
     const Script& script = m_limit > 0 ? k_acquire_permit_script : k_acquire_script;
-    auto command = script_call(script, true, keys, args);
+    // EVALSHA only for a connection already open (a new one gets EVAL: send_all), so none
+    // on a run's first attempt.
+    const bool any_open = std::ranges::any_of(m_conns, [](const auto& c) { return c.fd() >= 0; });
+    auto command = any_open ? script_call(script, true, keys, args) : std::string();
     auto fallback = script_call(script, false, keys, args);
     // A refusal to record (the last attempt of a run that will not wait on) goes in the
     // same write, to every server at once: where the lock is held, the refusal is recorded.

@@ -251,7 +251,8 @@ class Lock {
     [[nodiscard]] std::string ticket_key() const;
     std::vector<ServerResult> collect() const;
     // To every server, or to those that are true in `only` (when not empty).
-    // With `after`, that command is pipelined behind each request, in the same write.
+    // With `after`, that command is pipelined behind each request, in the same write. An
+    // empty `command` (EVALSHA) sends `fallback` (EVAL) everywhere.
     void send_all(const std::string& command, const std::string& fallback, Clock::time_point now,
                   const std::vector<bool>& only = {}, const std::string& after = {});
     // send_all for a lock write: on a server with replicas = N, WAIT N follows it.
