@@ -1,5 +1,6 @@
 #include "process/child.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -48,11 +49,10 @@ std::vector<char*> build_environment(const SpawnOptions& options, std::vector<st
         ++inherited;
     out.reserve(inherited + options.env.size() + 1);
     for (char** e = environ; *e; ++e) {
-        std::string_view entry(*e);
-        bool replaced = false;
-        for (const auto& [name, value] : options.env)
-            replaced |=
-                entry.size() > name.size() && entry.starts_with(name) && entry[name.size()] == '=';
+        const std::string_view entry(*e);
+        const std::string_view name = entry.substr(0, entry.find('='));
+        const bool replaced = std::ranges::any_of(
+            options.env, [name](const auto& variable) { return variable.first == name; });
         if (!replaced)
             out.push_back(*e);
     }
