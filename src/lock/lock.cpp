@@ -187,15 +187,15 @@ util::Expected<AcquireResult> Lock::acquire_key(int interrupt_fd, bool leader_fi
             args.push_back(m_name.wake);
         m_listed = true;
     }
-    args.insert(args.end(), m_holder.begin(), m_holder.end());
     if (m_before_attempt)
         m_before_attempt(*this);
     const Script& script = m_limit > 0 ? k_acquire_permit_script : k_acquire_script;
     // EVALSHA only for a connection already open (a new one gets EVAL: send_all), so none
     // on a run's first attempt.
     const bool any_open = std::ranges::any_of(m_conns, [](const auto& c) { return c.fd() >= 0; });
-    auto command = any_open ? script_call(script, true, keys, args) : std::string();
-    auto fallback = script_call(script, false, keys, args);
+    // The holder's fields come last (scripts.hpp), passed as they are stored.
+    auto command = any_open ? script_call(script, true, keys, args, m_holder) : std::string();
+    auto fallback = script_call(script, false, keys, args, m_holder);
     // A refusal to record (the last attempt of a run that will not wait on) goes in the
     // same write, to every server at once: where the lock is held, the refusal is recorded.
     const std::string after = skip ? history_command(*skip) : std::string();
