@@ -25,14 +25,11 @@ Lock::Lock(const std::vector<config::ServerConfig>& servers, Keys keys, std::str
     m_conns.reserve(servers.size());
     for (const auto& s : servers)
         m_conns.emplace_back(s);
-    build_renewal();
 }
 
-void Lock::build_renewal() {
-    const std::array<std::string, 2> args{m_token, std::to_string(m_ttl.count())};
-    const auto keys = script_keys();
-    m_renew_command = script_call(renew_script(), true, keys, args);
-    m_renew_fallback = script_call(renew_script(), false, keys, args);
+void Lock::forget_renewal() {
+    m_renew_command.clear();
+    m_renew_fallback.clear();
 }
 
 std::string Lock::wait_command(const redis::Connection& conn) const {
@@ -82,7 +79,7 @@ void Lock::send_all(const std::string& command, const std::string& fallback, Clo
             continue;
         if (!after.empty())
             c.start_pipelined((fallback.empty() ? command : fallback) + after, 1, now);
-        else if (c.fd() < 0 && !fallback.empty())
+        else if ((c.fd() < 0 || command.empty()) && !fallback.empty())
             c.start(fallback, {}, now);
         else
             c.start(command, fallback, now);
@@ -167,7 +164,7 @@ util::Expected<AcquireResult> Lock::acquire_key(int interrupt_fd, bool leader_fi
     // after minutes of waiting is not "held for minutes".
     if (m_attempts++ > 0) {
         m_token = util::random_token();
-        build_renewal();
+        forget_renewal();
         for (size_t i = 0; i + 1 < m_holder.size(); i += 2)
             if (m_holder[i] == "token")
                 m_holder[i + 1] = m_token;
@@ -190,12 +187,15 @@ util::Expected<AcquireResult> Lock::acquire_key(int interrupt_fd, bool leader_fi
             args.push_back(m_name.wake);
         m_listed = true;
     }
-    args.insert(args.end(), m_holder.begin(), m_holder.end());
     if (m_before_attempt)
         m_before_attempt(*this);
     const Script& script = m_limit > 0 ? k_acquire_permit_script : k_acquire_script;
-    auto command = script_call(script, true, keys, args);
-    auto fallback = script_call(script, false, keys, args);
+    // EVALSHA only for a connection already open (a new one gets EVAL: send_all), so none
+    // on a run's first attempt.
+    const bool any_open = std::ranges::any_of(m_conns, [](const auto& c) { return c.fd() >= 0; });
+    // The holder's fields come last (scripts.hpp), passed as they are stored.
+    auto command = any_open ? script_call(script, true, keys, args, m_holder) : std::string();
+    auto fallback = script_call(script, false, keys, args, m_holder);
     // A refusal to record (the last attempt of a run that will not wait on) goes in the
     // same write, to every server at once: where the lock is held, the refusal is recorded.
     const std::string after = skip ? history_command(*skip) : std::string();
@@ -375,6 +375,13 @@ RenewStatus Lock::judge_renewal(Clock::time_point sent, Clock::time_point now) c
 void Lock::start_renewal(Clock::time_point now) {
     m_renewing = true;
     m_renew_sent = now;
+    // Built at the first renewal, not with every token: most runs end before one.
+    if (m_renew_command.empty()) {
+        const std::array<std::string, 2> args{m_token, std::to_string(m_ttl.count())};
+        const auto keys = script_keys();
+        m_renew_command = script_call(renew_script(), true, keys, args);
+        m_renew_fallback = script_call(renew_script(), false, keys, args);
+    }
     send_all(m_renew_command, m_renew_fallback, now);
 }
 

@@ -236,7 +236,7 @@ class Lock {
     // and for a permit the name's lock key and limit.
     [[nodiscard]] std::vector<std::string> script_keys() const;
     [[nodiscard]] const Script& renew_script() const;
-    void build_renewal(); // the renewal commands, for the current token
+    void forget_renewal(); // the renewal commands, of an earlier token or keys
     // Round 2 over several servers, when their round-1 replies differ: writes `fence` where
     // round 1 said yes (`yes_servers`) and judges it by the servers in that set only. True
     // when a majority confirmed.
@@ -251,7 +251,8 @@ class Lock {
     [[nodiscard]] std::string ticket_key() const;
     std::vector<ServerResult> collect() const;
     // To every server, or to those that are true in `only` (when not empty).
-    // With `after`, that command is pipelined behind each request, in the same write.
+    // With `after`, that command is pipelined behind each request, in the same write. An
+    // empty `command` (EVALSHA) sends `fallback` (EVAL) everywhere.
     void send_all(const std::string& command, const std::string& fallback, Clock::time_point now,
                   const std::vector<bool>& only = {}, const std::string& after = {});
     // send_all for a lock write: on a server with replicas = N, WAIT N follows it.

@@ -25,7 +25,7 @@ void Lock::use_permit(size_t permit) {
     m_permit = permit;
     auto keys = m_name.permit(permit);
     m_keys = {std::move(keys.lock), std::move(keys.meta), std::move(keys.fence)};
-    build_renewal();
+    forget_renewal();
 }
 
 std::string Lock::release_channel() const {

@@ -107,14 +107,15 @@ ServerResult classify(const redis::Connection& conn) {
 }
 
 std::string script_call(const Script& script, bool by_sha, std::span<const std::string> keys,
-                        std::span<const std::string> args) {
+                        std::span<const std::string> args, std::span<const std::string> more_args) {
     const auto count = std::to_string(keys.size());
-    std::vector<std::string_view> argv{by_sha ? "EVALSHA" : "EVAL",
-                                       by_sha ? script.sha1 : script.source, count};
-    for (const auto& k : keys)
-        argv.emplace_back(k);
-    for (const auto& a : args)
-        argv.emplace_back(a);
+    std::vector<std::string_view> argv;
+    argv.reserve(3 + keys.size() + args.size() + more_args.size());
+    argv.insert(argv.end(), {by_sha ? "EVALSHA" : "EVAL", by_sha ? script.sha1 : script.source,
+                             std::string_view(count)});
+    argv.insert(argv.end(), keys.begin(), keys.end());
+    argv.insert(argv.end(), args.begin(), args.end());
+    argv.insert(argv.end(), more_args.begin(), more_args.end());
     return redis::encode_command(argv);
 }
 

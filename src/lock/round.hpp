@@ -43,11 +43,13 @@ struct ServerResult {
     Clock::duration latency{};
 };
 
-// EVALSHA (by_sha) or EVAL of `script` with `keys` and `args`: the one encoder of script
+// EVALSHA (by_sha) or EVAL of `script` with `keys` and `args` (then `more_args`, so that a
+// caller's stored arguments need not be copied after its own): the one encoder of script
 // calls.
 [[nodiscard]] std::string script_call(const Script& script, bool by_sha,
                                       std::span<const std::string> keys,
-                                      std::span<const std::string> args);
+                                      std::span<const std::string> args,
+                                      std::span<const std::string> more_args = {});
 [[nodiscard]] std::string script_call(const Script& script, bool by_sha,
                                       std::initializer_list<std::string_view> keys,
                                       std::initializer_list<std::string_view> args = {});

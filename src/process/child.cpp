@@ -1,5 +1,6 @@
 #include "process/child.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -38,20 +39,29 @@ bool has_controlling_terminal() {
     return static_cast<bool>(tty);
 }
 
-// Environment for PROGRAM: ours, with `env` set (replacing any inherited values).
-std::vector<std::string> build_environment(const SpawnOptions& options) {
-    std::vector<std::string> out;
+// Environment for PROGRAM: ours, with `env` set (replacing any inherited values). The
+// inherited entries are pointed to, not copied (a copy each is a malloc and free per
+// variable on every run); the ones set are built into `set`, which must outlive the result.
+std::vector<char*> build_environment(const SpawnOptions& options, std::vector<std::string>& set) {
+    std::vector<char*> out;
+    size_t inherited = 0;
+    while (environ[inherited])
+        ++inherited;
+    out.reserve(inherited + options.env.size() + 1);
     for (char** e = environ; *e; ++e) {
-        std::string_view entry(*e);
-        bool replaced = false;
-        for (const auto& [name, value] : options.env)
-            replaced |=
-                entry.size() > name.size() && entry.starts_with(name) && entry[name.size()] == '=';
+        const std::string_view entry(*e);
+        const std::string_view name = entry.substr(0, entry.find('='));
+        const bool replaced = std::ranges::any_of(
+            options.env, [name](const auto& variable) { return variable.first == name; });
         if (!replaced)
-            out.emplace_back(entry);
+            out.push_back(*e);
     }
-    for (const auto& [name, value] : options.env)
-        out.push_back(name + "=" + value);
+    set.reserve(options.env.size());
+    for (const auto& [name, value] : options.env) {
+        set.push_back(name + "=" + value);
+        out.push_back(set.back().data());
+    }
+    out.push_back(nullptr);
     return out;
 }
 
@@ -178,15 +188,13 @@ pid_t clone_into_cgroup(ChildSetup& setup, int cgroup_dir) {
 util::Expected<Child> Child::spawn(const SpawnOptions& options) {
     // Everything the child needs is prepared before fork: after it, only async-signal-safe
     // calls until exec.
-    std::vector<std::string> env_strings = build_environment(options);
-    std::vector<char*> envp;
-    for (auto& s : env_strings)
-        envp.push_back(s.data());
-    envp.push_back(nullptr);
-    std::vector<std::string> argv_strings = options.argv;
+    std::vector<std::string> env_set;
+    std::vector<char*> envp = build_environment(options, env_set);
+    // execvpe does not write to its arguments (POSIX: the const is left out for C's sake).
     std::vector<char*> argv;
-    for (auto& s : argv_strings)
-        argv.push_back(s.data());
+    argv.reserve(options.argv.size() + 1);
+    for (const auto& s : options.argv)
+        argv.push_back(const_cast<char*>(s.c_str()));
     argv.push_back(nullptr);
 
     Child child;

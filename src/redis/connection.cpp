@@ -1,5 +1,6 @@
 #include "redis/connection.hpp"
 
+#include <arpa/inet.h>
 #include <array>
 #include <cerrno>
 #include <charconv>
@@ -96,6 +97,19 @@ Connection& Connection::operator=(Connection&&) noexcept = default;
 Connection::~Connection() = default;
 
 bool Connection::lookup(const std::string& host, int port, std::vector<Address>& out) {
+    // A dotted IPv4 address, the most common server, without getaddrinfo: the same one
+    // address it would give (other literals, "127.1" and IPv6, go through it).
+    if (in_addr v4{}; port > 0 && port <= 65535 && ::inet_pton(AF_INET, host.c_str(), &v4) == 1) {
+        Address address{};
+        auto* sin = reinterpret_cast<sockaddr_in*>(&address.addr);
+        sin->sin_family = AF_INET;
+        sin->sin_port = htons(static_cast<uint16_t>(port));
+        sin->sin_addr = v4;
+        address.length = sizeof(sockaddr_in);
+        address.host = host;
+        out.push_back(address);
+        return true;
+    }
     addrinfo hints{};
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;

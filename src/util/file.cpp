@@ -22,8 +22,8 @@ bool is_null_device(const struct stat& st) {
 
 } // namespace
 
-std::optional<FileContent> read_file(const std::filesystem::path& path, size_t limit, int& error) {
-    util::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+std::optional<FileContent> read_file(const char* path, size_t limit, int& error) {
+    util::UniqueFd fd(::open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK));
     if (!fd) {
         error = errno;
         return std::nullopt;
@@ -41,7 +41,7 @@ std::optional<FileContent> read_file(const std::filesystem::path& path, size_t l
     content.mode = st.st_mode;
     if (st.st_size > 0)
         content.text.reserve(std::min(static_cast<size_t>(st.st_size), limit) + 1);
-    std::array<char, 4096> buffer{};
+    std::array<char, 4096> buffer; // not zeroed: read() fills what is used
     for (;;) {
         const ssize_t n = ::read(fd.get(), buffer.data(), buffer.size());
         if (n < 0 && errno == EINTR)

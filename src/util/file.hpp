@@ -21,8 +21,12 @@ struct FileContent {
 // ever, for a mistaken -c), and another device or a directory is never a config.
 // O_NONBLOCK makes the open itself return at once; it changes nothing for the reads of a
 // regular file. More than `limit` bytes fail with EFBIG; `error` is an errno value or
-// k_not_regular_file.
-[[nodiscard]] std::optional<FileContent> read_file(const std::filesystem::path& path, size_t limit,
-                                                   int& error);
+// k_not_regular_file. A file name given as text is not made a std::filesystem::path
+// (splitting it into components allocates): /proc files are read on every run.
+[[nodiscard]] std::optional<FileContent> read_file(const char* path, size_t limit, int& error);
+[[nodiscard]] inline std::optional<FileContent> read_file(const std::filesystem::path& path,
+                                                          size_t limit, int& error) {
+    return read_file(path.c_str(), limit, error);
+}
 
 } // namespace redlock::util

@@ -80,13 +80,31 @@ std::string format_utc_timestamp(UtcMillis time) {
     auto day = floor<days>(time);
     year_month_day ymd{day};
     hh_mm_ss clock{time - day};
-    char buf[64];
-    std::snprintf(
-        buf, sizeof buf, "%04d-%02u-%02uT%02ld:%02ld:%02ld.%03ldZ", static_cast<int>(ymd.year()),
-        static_cast<unsigned>(ymd.month()), static_cast<unsigned>(ymd.day()),
-        static_cast<long>(clock.hours().count()), static_cast<long>(clock.minutes().count()),
-        static_cast<long>(clock.seconds().count()), static_cast<long>(clock.subseconds().count()));
-    return buf;
+    const int year = static_cast<int>(ymd.year());
+    if (year < 0 || year > 9999) { // not a time redlock writes; printf's width rules
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "%04d-%02u-%02uT%02ld:%02ld:%02ld.%03ldZ", year,
+                      static_cast<unsigned>(ymd.month()), static_cast<unsigned>(ymd.day()),
+                      static_cast<long>(clock.hours().count()),
+                      static_cast<long>(clock.minutes().count()),
+                      static_cast<long>(clock.seconds().count()),
+                      static_cast<long>(clock.subseconds().count()));
+        return buf;
+    }
+    // Digit by digit rather than snprintf: every run writes one (the holder's acquired_at).
+    std::string out = "0000-00-00T00:00:00.000Z";
+    auto put = [&out](size_t end, long value, size_t digits) {
+        for (size_t i = 0; i < digits; ++i, value /= 10)
+            out[end - i] = static_cast<char>('0' + value % 10);
+    };
+    put(3, year, 4);
+    put(6, static_cast<unsigned>(ymd.month()), 2);
+    put(9, static_cast<unsigned>(ymd.day()), 2);
+    put(12, clock.hours().count(), 2);
+    put(15, clock.minutes().count(), 2);
+    put(18, clock.seconds().count(), 2);
+    put(22, clock.subseconds().count(), 3);
+    return out;
 }
 
 } // namespace redlock::util

@@ -48,3 +48,16 @@ TEST_CASE("plausible_ms believes 1970 to 9999 and nothing else") {
     CHECK(redlock::util::format_utc_timestamp(UtcMillis{milliseconds(k_max_unix_ms)}) ==
           "9999-12-31T23:59:59.999Z");
 }
+
+TEST_CASE("format_utc_timestamp writes every field zero-padded, and parses back") {
+    using redlock::util::format_utc_timestamp;
+    CHECK(format_utc_timestamp(UtcMillis{}) == "1970-01-01T00:00:00.000Z");
+    const auto t = UtcMillis{sys_days{2026y / March / 2}} + 4h + 5min + 6s + 7ms;
+    CHECK(format_utc_timestamp(t) == "2026-03-02T04:05:06.007Z");
+    CHECK(parse_utc_timestamp(format_utc_timestamp(t)) == t);
+    CHECK(format_utc_timestamp(UtcMillis{sys_days{1999y / December / 31}} + 23h + 59min + 59s +
+                               999ms) == "1999-12-31T23:59:59.999Z");
+    // Outside 0-9999, as printf writes it.
+    CHECK(format_utc_timestamp(UtcMillis{sys_days{10000y / January / 1}}) ==
+          "10000-01-01T00:00:00.000Z");
+}
