@@ -600,9 +600,12 @@ class FairCrowdOverFiveTest(E2ETest):
         # when they are new or past a tenth of their TTL, and a waiter that took the lock
         # on every server leaves no queue behind. 0.3 cost 39 here (52-61 ungathered,
         # bench/README.md, "Crowds"); the bound leaves room between the two.
+        # Under the sanitizers (REDLOCK_E2E_SLACK > 1) every process is some three times
+        # slower, and the queue's keep-alive attempts, which go by time, add about four a
+        # hand-over (37.5-38.8 measured there, 34.2-34.6 without): the bound allows them.
         cost = commands_per_hand_over(self, [self.redis_server() for _ in range(5)], 30,
                                       ["--fair"])
-        self.assertLessEqual(cost, 37.5)
+        self.assertLessEqual(cost, 37.5 if SLACK <= 1 else 42)
 
 
 if __name__ == "__main__":
