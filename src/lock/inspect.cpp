@@ -391,8 +391,8 @@ std::vector<config::Endpoint> cluster_masters(const redis::Connection& conn) {
 ListResult scan_names(std::span<redis::Connection> conns, std::string_view prefix,
                       std::string_view pattern, size_t wait_for, std::string_view companion);
 
-// Waits for the requests in flight: for every one, or once `wait_for` of the connections
-// have answered, k_list_stragglers more at most (the rest are then abandoned).
+} // namespace
+
 void wait_for_answers(std::span<redis::Connection> conns, size_t wait_for) {
     std::optional<redis::Clock::time_point> until;
     (void)redis::wait(
@@ -409,8 +409,6 @@ void wait_for_answers(std::span<redis::Connection> conns, size_t wait_for) {
         },
         -1, &until);
 }
-
-} // namespace
 
 std::string glob_escape(std::string_view text) {
     std::string out;

@@ -133,6 +133,10 @@ struct ListResult {
                                     std::string_view companion = {});
 inline constexpr auto k_list_stragglers = std::chrono::milliseconds(20);
 
+// Waits for the requests in flight on `conns`: for every one, or once `wait_for` of the
+// connections have answered, k_list_stragglers more at most (the rest are then abandoned).
+void wait_for_answers(std::span<redis::Connection> conns, size_t wait_for);
+
 // Deletes the lock on each server where it still holds the token `view` showed there, or
 // where it still is a key of the wrong type if `view` showed that. Returns the number of
 // servers where it was deleted.

@@ -6,7 +6,6 @@
 #include "lock/history.hpp"
 #include "lock/lock.hpp"
 #include "lock/quorum.hpp"
-#include "redis/fanout.hpp"
 #include "redis/reply.hpp"
 #include "util/random.hpp"
 
@@ -15,10 +14,6 @@ namespace redlock::lock {
 namespace {
 
 using namespace std::chrono_literals;
-
-// How long servers still to answer are waited for once a majority did (find_reapable):
-// a frozen server must not hold up a run that found the lock held.
-constexpr auto k_reap_stragglers = 20ms;
 
 void add_if_reapable(std::vector<Reapable>& out, size_t permit, const std::string& token,
                      const Holder& holder, const Holder& here) {
@@ -59,23 +54,8 @@ std::vector<Reapable> find_reapable(std::span<redis::Connection> conns, const Ke
     const auto now = redis::Clock::now();
     for (auto& c : conns)
         c.start_pipelined(request, hashes - 1, now);
-    std::optional<redis::Clock::time_point> grace_end;
-    (void)redis::wait(
-        conns,
-        [&] {
-            size_t answered = 0;
-            for (const auto& c : conns)
-                answered += !c.busy();
-            if (answered == conns.size())
-                return true;
-            if (answered < majority_of(conns.size()))
-                return false;
-            const auto t = redis::Clock::now();
-            if (!grace_end)
-                grace_end = t + k_reap_stragglers;
-            return t >= *grace_end;
-        },
-        -1, &grace_end);
+    // A frozen server must not hold up a run that found the lock held.
+    wait_for_answers(conns, majority_of(conns.size()));
     std::vector<Reapable> out;
     for (const auto& c : conns) {
         const auto& outcome = c.outcome();
