@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 
 #include "util/format.hpp"
+#include "util/symbol.hpp"
 
 namespace redlock::http {
 
@@ -31,12 +32,6 @@ struct Api {
     decltype(&::MHD_destroy_response) destroy_response;
 };
 
-template <typename F>
-bool find(void* lib, const char* name, F& out) {
-    out = reinterpret_cast<F>(::dlsym(lib, name));
-    return out != nullptr;
-}
-
 util::Expected<const Api*> load() {
     static std::optional<util::Expected<Api>> loaded;
     if (!loaded) {
@@ -49,16 +44,17 @@ util::Expected<const Api*> load() {
                                         ::dlerror()));
         } else {
             Api api{};
-            const bool ok = find(lib, "MHD_start_daemon", api.start_daemon) &&
-                            find(lib, "MHD_stop_daemon", api.stop_daemon) &&
-                            find(lib, "MHD_get_daemon_info", api.daemon_info) &&
-                            find(lib, "MHD_get_timeout", api.get_timeout) &&
-                            find(lib, "MHD_run", api.run) &&
-                            find(lib, "MHD_create_response_from_buffer_with_free_callback",
-                                 api.create_response) &&
-                            find(lib, "MHD_add_response_header", api.add_header) &&
-                            find(lib, "MHD_queue_response", api.queue_response) &&
-                            find(lib, "MHD_destroy_response", api.destroy_response);
+            const bool ok =
+                util::find_symbol(lib, "MHD_start_daemon", api.start_daemon) &&
+                util::find_symbol(lib, "MHD_stop_daemon", api.stop_daemon) &&
+                util::find_symbol(lib, "MHD_get_daemon_info", api.daemon_info) &&
+                util::find_symbol(lib, "MHD_get_timeout", api.get_timeout) &&
+                util::find_symbol(lib, "MHD_run", api.run) &&
+                util::find_symbol(lib, "MHD_create_response_from_buffer_with_free_callback",
+                                  api.create_response) &&
+                util::find_symbol(lib, "MHD_add_response_header", api.add_header) &&
+                util::find_symbol(lib, "MHD_queue_response", api.queue_response) &&
+                util::find_symbol(lib, "MHD_destroy_response", api.destroy_response);
             if (ok)
                 loaded = api;
             else

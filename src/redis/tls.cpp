@@ -10,6 +10,7 @@
 #include <openssl/x509v3.h>
 
 #include "util/format.hpp"
+#include "util/symbol.hpp"
 
 namespace redlock::redis::tls {
 
@@ -48,36 +49,37 @@ struct Api {
     decltype(&::ERR_clear_error) err_clear;
 };
 
-template <typename F>
-bool find(void* lib, const char* name, F& out) {
-    out = reinterpret_cast<F>(::dlsym(lib, name));
-    return out != nullptr;
-}
-
 // Every function above, by name. Each is in OpenSSL 3 and in 1.1.1 under the same name and
 // with the same signature (redlock's release binaries run on hosts with either).
 bool find_all(void* lib, Api& api) {
-    return find(lib, "OpenSSL_version", api.version) &&
-           find(lib, "TLS_client_method", api.client_method) &&
-           find(lib, "SSL_CTX_new", api.ctx_new) && find(lib, "SSL_CTX_free", api.ctx_free) &&
-           find(lib, "SSL_CTX_ctrl", api.ctx_ctrl) &&
-           find(lib, "SSL_CTX_set_default_verify_paths", api.default_verify_paths) &&
-           find(lib, "SSL_CTX_load_verify_locations", api.load_verify_locations) &&
-           find(lib, "SSL_CTX_use_certificate_chain_file", api.use_certificate_chain_file) &&
-           find(lib, "SSL_CTX_use_PrivateKey_file", api.use_private_key_file) &&
-           find(lib, "SSL_CTX_check_private_key", api.check_private_key) &&
-           find(lib, "SSL_CTX_set_verify", api.set_verify) && find(lib, "SSL_new", api.ssl_new) &&
-           find(lib, "SSL_free", api.ssl_free) && find(lib, "SSL_set_fd", api.set_fd) &&
-           find(lib, "SSL_ctrl", api.ssl_ctrl) && find(lib, "SSL_get0_param", api.get0_param) &&
-           find(lib, "X509_VERIFY_PARAM_set1_host", api.param_set1_host) &&
-           find(lib, "X509_VERIFY_PARAM_set1_ip_asc", api.param_set1_ip_asc) &&
-           find(lib, "SSL_connect", api.connect) && find(lib, "SSL_read", api.read) &&
-           find(lib, "SSL_write", api.write) && find(lib, "SSL_get_error", api.get_error) &&
-           find(lib, "SSL_get_verify_result", api.get_verify_result) &&
-           find(lib, "X509_verify_cert_error_string", api.verify_error_string) &&
-           find(lib, "ERR_get_error", api.err_get) &&
-           find(lib, "ERR_error_string_n", api.err_string) &&
-           find(lib, "ERR_clear_error", api.err_clear);
+    return util::find_symbol(lib, "OpenSSL_version", api.version) &&
+           util::find_symbol(lib, "TLS_client_method", api.client_method) &&
+           util::find_symbol(lib, "SSL_CTX_new", api.ctx_new) &&
+           util::find_symbol(lib, "SSL_CTX_free", api.ctx_free) &&
+           util::find_symbol(lib, "SSL_CTX_ctrl", api.ctx_ctrl) &&
+           util::find_symbol(lib, "SSL_CTX_set_default_verify_paths", api.default_verify_paths) &&
+           util::find_symbol(lib, "SSL_CTX_load_verify_locations", api.load_verify_locations) &&
+           util::find_symbol(lib, "SSL_CTX_use_certificate_chain_file",
+                             api.use_certificate_chain_file) &&
+           util::find_symbol(lib, "SSL_CTX_use_PrivateKey_file", api.use_private_key_file) &&
+           util::find_symbol(lib, "SSL_CTX_check_private_key", api.check_private_key) &&
+           util::find_symbol(lib, "SSL_CTX_set_verify", api.set_verify) &&
+           util::find_symbol(lib, "SSL_new", api.ssl_new) &&
+           util::find_symbol(lib, "SSL_free", api.ssl_free) &&
+           util::find_symbol(lib, "SSL_set_fd", api.set_fd) &&
+           util::find_symbol(lib, "SSL_ctrl", api.ssl_ctrl) &&
+           util::find_symbol(lib, "SSL_get0_param", api.get0_param) &&
+           util::find_symbol(lib, "X509_VERIFY_PARAM_set1_host", api.param_set1_host) &&
+           util::find_symbol(lib, "X509_VERIFY_PARAM_set1_ip_asc", api.param_set1_ip_asc) &&
+           util::find_symbol(lib, "SSL_connect", api.connect) &&
+           util::find_symbol(lib, "SSL_read", api.read) &&
+           util::find_symbol(lib, "SSL_write", api.write) &&
+           util::find_symbol(lib, "SSL_get_error", api.get_error) &&
+           util::find_symbol(lib, "SSL_get_verify_result", api.get_verify_result) &&
+           util::find_symbol(lib, "X509_verify_cert_error_string", api.verify_error_string) &&
+           util::find_symbol(lib, "ERR_get_error", api.err_get) &&
+           util::find_symbol(lib, "ERR_error_string_n", api.err_string) &&
+           util::find_symbol(lib, "ERR_clear_error", api.err_clear);
 }
 
 // OpenSSL 3 where the host has it, else 1.1.1 (Debian 11, Ubuntu 20.04, Amazon Linux 2).
