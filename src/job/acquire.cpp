@@ -480,6 +480,9 @@ util::Expected<Acquisition> wait_and_acquire(lock::Lock& lock, std::string_view 
         // holder's expiry (no notice: it may have died, or the leader's key may be one
         // left there alone), every server at once.
         leader_next = by_leader && leader_answers && noticed;
+        // Woken by a permit's release: that permit first, not the held ones in turn.
+        if (const size_t freed = notices ? notices->take_freed_permit() : 0; freed && noticed)
+            lock.prefer_permit(freed);
     }
 }
 

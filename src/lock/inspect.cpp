@@ -561,12 +561,13 @@ size_t force_release(std::span<redis::Connection> conns, const LockView& view,
         auto now = redis::Clock::now();
         for (size_t i = 0; i < conns.size() && i < permit.servers.size(); ++i)
             if (const auto& token = permit.servers[i].token)
-                conns[i].start_pipelined(script_call(k_release_permit_script, false,
-                                                     {pk.lock, pk.meta, pk.fence, keys.lock,
-                                                      keys.limit, keys.waiters, keys.queue},
-                                                     {*token, keys.released, keys.wake}) +
-                                             notice(*token),
-                                         1, now);
+                conns[i].start_pipelined(
+                    script_call(k_release_permit_script, false,
+                                {pk.lock, pk.meta, pk.fence, keys.lock, keys.limit, keys.waiters,
+                                 keys.queue},
+                                {*token, keys.released, keys.wake, "1", std::to_string(p + 1)}) +
+                        notice(*token),
+                    1, now);
         (void)redis::wait(conns, [] { return false; });
         for (size_t i = 0; i < conns.size() && i < permit.servers.size(); ++i) {
             const auto& outcome = conns[i].outcome();

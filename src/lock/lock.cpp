@@ -442,6 +442,8 @@ RenewStatus Lock::extend(Millis ttl, const HistoryRecord* record) {
 std::vector<ServerResult> Lock::release(ReleaseWait until, const std::vector<bool>& only,
                                         const HistoryRecord* record) {
     std::vector<std::string> args{m_token, release_channel(), m_name.wake, "1"};
+    if (m_limit > 0) // the permit freed: the waiter woken tries it first
+        args.push_back(std::to_string(m_permit));
     auto keys = script_keys();
     keys.insert(keys.end(), {m_name.waiters, m_name.queue});
     // Always EVAL: stragglers are abandoned without waiting for their reply, so the request
@@ -470,7 +472,7 @@ std::vector<ServerResult> Lock::release(ReleaseWait until, const std::vector<boo
             return to;
         };
         send_all(script_call(script, false, keys, args), {}, now, side(true), after);
-        args.back() = "0";
+        args[3] = "0"; // no marks
         send_all(script_call(script, false, keys, args), {}, now, side(false), after);
     }
     // Done once a majority answered: a frozen server is not waited on (the key there

@@ -76,10 +76,14 @@ class Lock {
 
     // --limit N: a semaphore of N permits, each a lock of its own under the name's keys
     // (lock/scripts.hpp, k_acquire_permit_script). Every acquire() then tries the permits,
-    // from a random one on, and takes the first it can; key() is then that permit's.
+    // from a random one on (or prefer_permit's), and takes the first it can; key() is then
+    // that permit's.
     void set_limit(size_t permits);
     // Makes key() permit 1..N's (extend and release of a permit's holder).
     void use_permit(size_t permit);
+    // The next acquire() tries permit 1..N first: the one a release just freed (its notice
+    // says which, redis::Subscription::take_freed_permit), instead of a random one.
+    void prefer_permit(size_t permit) { m_preferred_permit = permit; }
     [[nodiscard]] size_t limit() const { return m_limit; }
     // The permit held (1..N) after acquiring with a limit; 0 without one.
     [[nodiscard]] size_t permit() const { return m_permit; }
@@ -269,8 +273,9 @@ class Lock {
     Keys m_name;        // the name's
     size_t m_limit = 0; // --limit N; 0 for a plain lock
     size_t m_permit = 0;
-    std::string m_token;  // this attempt's (fresh for each attempt after the first)
-    std::string m_waiter; // our id as a waiter: on the wait list, in the --fair queue
+    size_t m_preferred_permit = 0; // prefer_permit(); 0: none
+    std::string m_token;           // this attempt's (fresh for each attempt after the first)
+    std::string m_waiter;          // our id as a waiter: on the wait list, in the --fair queue
     std::optional<long long> m_enlisted_at; // enlist(): when, in ms since the Unix epoch
     bool m_listed = false;                  // an attempt may have put us on the wait list
     size_t m_attempts = 0;

@@ -1,10 +1,11 @@
 // --limit N: a semaphore of N permits, each a lock of its own (lock/keys.hpp: a permit's
 // keys; lock/scripts.hpp: k_acquire_permit_script and its renew and release). An attempt
-// tries every permit in turn, from a random one, and takes the first it can; it stops
-// when a majority says every permit is held.
+// tries every permit in turn, from the one a release just freed or else a random one, and
+// takes the first it can; it stops when a majority says every permit is held.
 #include <algorithm>
 #include <array>
 #include <limits>
+#include <utility>
 
 #include "lock/lock.hpp"
 #include "lock/scripts.hpp"
@@ -54,9 +55,12 @@ util::Expected<AcquireResult> Lock::acquire(int interrupt_fd, bool leader_first,
             note_history();
         return attempt;
     }
-    // Every permit in turn, from a random one (contenders spread over them), until one is
-    // ours. All held: "held", with the servers' answers for the permit that frees first.
-    const size_t first = util::random_index(m_limit);
+    // Every permit in turn, from the one a release just freed, or else a random one
+    // (contenders spread over them), until one is ours. All held: "held", with the
+    // servers' answers for the permit that frees first.
+    const size_t preferred = std::exchange(m_preferred_permit, 0);
+    const size_t first =
+        preferred >= 1 && preferred <= m_limit ? preferred - 1 : util::random_index(m_limit);
     std::optional<AcquireResult> soonest;
     auto frees_in = [](const AcquireResult& r) {
         long long least = std::numeric_limits<long long>::max();

@@ -147,21 +147,32 @@ inline constexpr long long k_every_permit_held = 1LL << 48;
     return -2 - reply >= k_every_permit_held;
 }
 
+// The holder's metadata (KEYS[2]): the fence and the holder's fields from ARGV[first], with
+// the lease's TTL. A hash left from another holder (it expires with its lock, in the same
+// ms, so only one deleted by hand with the lock left behind) shows in HSET's count of new
+// fields: it is replaced. So the common case costs no DEL.
+inline constexpr auto k_write_meta = fragment(R"lua(if #ARGV >= first then
+  if redis.call("hset", KEYS[2], "fence", fence, unpack(ARGV, first)) <= (#ARGV - first + 1) / 2 then
+    redis.call("del", KEYS[2])
+    redis.call("hset", KEYS[2], "fence", fence, unpack(ARGV, first))
+  end
+  redis.call("pexpire", KEYS[2], ARGV[2])
+else
+  redis.call("del", KEYS[2])
+end
+)lua",
+                                              {.calls = {"hset", "del", "pexpire"}});
 // The parts both acquire scripts share, around the --fair ones: the SET, and on success
 // the increment and the metadata; and the reply. They differ only in the "acquired"
 // notice.
 inline constexpr auto k_acquire_set =
     fragment(R"lua(if redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
-  redis.call("del", KEYS[2])
 )lua",
-             {.calls = {"set", "del"}});
-inline constexpr auto k_acquire_won = fragment(R"lua(  fence = redis.call("incr", KEYS[3])
-  if #ARGV >= first then
-    redis.call("hset", KEYS[2], "fence", fence, unpack(ARGV, first))
-    redis.call("pexpire", KEYS[2], ARGV[2])
-  end
+             {.calls = {"set"}});
+inline constexpr auto k_acquire_won = join(fragment(R"lua(  fence = redis.call("incr", KEYS[3])
 )lua",
-                                               {.calls = {"incr", "hset", "pexpire"}});
+                                                    {.calls = {"incr"}}),
+                                           indented<k_write_meta, 2>);
 // Held (PTTL first: a failed attempt reads nothing more): a waiter enlists (again: the
 // list may have expired, or dropped it as gone), and the reply says for how long. The wait
 // list is a help, not a need (pcall): without it, a waiter wakes at the holder's expiry.
@@ -303,13 +314,16 @@ inline constexpr Script k_renew_script = script(k_renew_text);
 // several servers only the leader marks, as only the leader sees every woken attempt).
 // ID is the release's: 12 hex digits of SHA1(token), not the token, which is still valid
 // on servers the release has not reached yet; a waiter listening to several servers wakes
-// once for one release, not once per server. Returns 1 when deleted, 0 when not ours.
+// once for one release, not once per server. A --limit permit's release (ARGV[5], its
+// number) says which permit it freed, "released ID pI": the waiter it wakes tries that
+// one first instead of trying the held ones in turn (an older waiter takes "ID pI" whole
+// as the release's ID, the same on every server). Returns 1 when deleted, 0 when not ours.
 // The parts both release scripts share: compare-and-delete (or "not ours, but free here"),
 // and the notice.
 inline constexpr auto k_release_head = fragment(R"lua(local deleted = 0
 if redis.call("get", KEYS[1]) == ARGV[1] then
-  redis.call("del", KEYS[2])
-  deleted = redis.call("del", KEYS[1])
+  redis.call("del", KEYS[1], KEYS[2])
+  deleted = 1
 elseif redis.call("exists", KEYS[1]) == 1 then
   return 0
 end
@@ -317,6 +331,7 @@ end
                                                 {.calls = {"get", "del", "exists"}});
 inline constexpr auto k_release_notice = join(k_wake, fragment(R"lua(if ARGV[2] then
   local payload = "released " .. redis.sha1hex(ARGV[1]):sub(1, 12)
+  if ARGV[5] then payload = payload .. " p" .. ARGV[5] end
   redis.pcall("publish", ARGV[2], payload)
   local marks = ARGV[4] ~= "0" and KEYS[#KEYS - 1]
   if ARGV[3] then wake({KEYS[#KEYS - 1], KEYS[#KEYS]}, ARGV[3], payload, marks) end
@@ -396,101 +411,102 @@ inline constexpr Script k_remove_wrong_type_script = script(k_remove_wrong_type_
 // counter, lock/name.hpp permit_key), so that over several servers each permit is a
 // Redlock lock and no more than N can ever be held. The name's own lock key is then a
 // sorted set of the permit holders' tokens by the server TIME (ms) their lease ends, with
-// the limit in {<key>}:limit, both expiring with the longest lease: a plain lock of the
-// name (SET NX) finds the key taken, and a permit is not given while a plain lock holds
-// the name. KEYS: 1 the permit, 2 its metadata, 3 its fence counter, 4 the name's lock key,
-// 5 the limit; ARGV[1] the token, ARGV[2] the ttl ms.
+// the limit in {<key>}:limit: a plain lock of the name (SET NX) finds the key taken, and a
+// permit is not given while a plain lock holds the name (anything but a sorted set there:
+// the pcall on it fails, WRONGTYPE). Both expire when the last lease given or renewed while
+// the set had holders ends (never before a live holder's); a release that leaves the set
+// empty deletes them, one that leaves holders does not shorten them (a command a hand-over
+// saved: an attempt drops the expired holders first, by the server's clock). KEYS: 1 the
+// permit, 2 its metadata, 3 its fence counter, 4 the name's lock key, 5 the limit; ARGV[1]
+// the token, ARGV[2] the ttl ms.
 
 // Acquire a permit (ARGV[3] N, ARGV[4] unused (it was: a single server); holder fields
-// from ARGV[5]); the fence as k_acquire_script. Expired holders are
-// dropped first, by the server's clock. Held: -2 - PTTL of the permit (or of the plain lock holding
-// the name). Holders with another limit: the error "LIMIT <theirs>".
-// Every permit held (N live holders): no permit is tried, and the reply is -2 -
-// k_every_permit_held - the ms until the first lease ends, so that the client tries no
-// other permit (held_pttl, every_permit_held). A waiter names itself with a sixth KEY, the
-// name's wait list, as a plain lock's waiter does (ARGV[5] its place, ARGV[6] "1" when it
-// may be listed already, ARGV[7] its id; holder fields then from ARGV[8]): it enlists when
-// every permit is held, and leaves with the permit it takes, so that a release wakes the
-// first two waiters (k_wake), not every one.
-inline constexpr auto k_acquire_permit_text =
-    compose(k_fence_check,
-            fragment(R"lua(local kind = redis.call("type", KEYS[4]).ok
-if kind ~= "zset" and kind ~= "none" then return -2 - redis.call("pttl", KEYS[4]) end
-)lua",
-                     {.calls = {"type", "pttl"}}),
-            k_server_now,
-            fragment(R"lua(redis.call("zremrangebyscore", KEYS[4], "-inf", now)
+// from ARGV[5]); the fence as k_acquire_script, checked only when the permit is tried.
+// Held: -2 - PTTL of the permit (or of the plain lock holding the name). Holders with
+// another limit: the error "LIMIT <theirs>". Every permit held (N live holders): no
+// permit is tried, and the reply is -2 - k_every_permit_held - the ms until the first
+// lease ends, so that the client tries no other permit (held_pttl, every_permit_held). A
+// waiter names itself with a sixth KEY, the name's wait list, as a plain lock's waiter
+// does (ARGV[5] its place, ARGV[6] "1" when it may be listed already, ARGV[7] its id;
+// holder fields then from ARGV[8]): it enlists when every permit is held, and leaves with
+// the permit it takes, so that a release wakes the first two waiters (k_wake), not every
+// one, and tells them which permit it freed (k_release_notice).
+inline constexpr auto k_acquire_permit_text = compose(
+    k_server_now,
+    fragment(R"lua(local holders = redis.pcall("zcard", KEYS[4])
+if type(holders) == "table" then return -2 - redis.call("pttl", KEYS[4]) end
 local limit = tonumber(redis.call("get", KEYS[5]) or "")
-local holders = redis.call("zcard", KEYS[4])
-if limit and limit ~= tonumber(ARGV[3]) and holders > 0 then
+local n = tonumber(ARGV[3])
+if holders >= n or (limit and limit ~= n and holders > 0) then
+  redis.call("zremrangebyscore", KEYS[4], "-inf", now)
+  holders = redis.call("zcard", KEYS[4])
+end
+if limit and limit ~= n and holders > 0 then
   return redis.error_reply("LIMIT " .. limit)
 end
-if holders >= tonumber(ARGV[3]) then
+if holders >= n then
   if #KEYS == 6 and redis.pcall("zadd", KEYS[6], ARGV[5], ARGV[7]) == 1 then redis.pcall("pexpire", KEYS[6], 7200000) end
   local soonest = tonumber(redis.call("zrange", KEYS[4], 0, 0, "WITHSCORES")[2])
   return -2 - 281474976710656 - math.max(soonest - now, 0)
 end
-if not redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then return -2 - redis.call("pttl", KEYS[1]) end
+)lua",
+             {.calls = {"pttl", "get", "zremrangebyscore", "zcard", "zrange"},
+              .pcalls = {"zcard", "zadd", "pexpire"}}),
+    k_fence_check,
+    fragment(
+        R"lua(if not redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then return -2 - redis.call("pttl", KEYS[1]) end
 if #KEYS == 6 and ARGV[6] == "1" then redis.pcall("zrem", KEYS[6], ARGV[7]) end
-redis.call("zadd", KEYS[4], now + tonumber(ARGV[2]), ARGV[1])
-local last = redis.call("zrange", KEYS[4], -1, -1, "WITHSCORES")[2]
-redis.call("pexpireat", KEYS[4], last)
-redis.call("set", KEYS[5], ARGV[3])
-redis.call("pexpireat", KEYS[5], last)
-redis.call("del", KEYS[2])
-local reply = redis.call("incr", KEYS[3])
-local first = #KEYS == 6 and 8 or 5
-if #ARGV >= first then
-  redis.call("hset", KEYS[2], "fence", reply, unpack(ARGV, first))
-  redis.call("pexpire", KEYS[2], ARGV[2])
+local ends = now + tonumber(ARGV[2])
+redis.call("zadd", KEYS[4], ends, ARGV[1])
+if holders == 0 then
+  redis.call("pexpireat", KEYS[4], ends)
+  redis.call("set", KEYS[5], ARGV[3], "PXAT", ends)
+elseif not limit or type(redis.pcall("pexpireat", KEYS[4], ends, "GT")) == "table" then
+  ends = math.max(ends, tonumber(redis.call("zrange", KEYS[4], -1, -1, "WITHSCORES")[2]))
+  redis.call("pexpireat", KEYS[4], ends)
+  redis.call("set", KEYS[5], ARGV[3], "PXAT", ends)
+else
+  redis.call("pexpireat", KEYS[5], ends, "GT")
 end
-redis.pcall("publish", "{" .. KEYS[4] .. "}:events", "acquired")
-return reply)lua",
-                     {.calls = {"zremrangebyscore", "get", "zcard", "set", "pttl", "zadd", "zrange",
-                                "pexpireat", "del", "incr", "hset", "pexpire"},
-                      .pcalls = {"zadd", "pexpire", "zrem", "publish"}}));
+fence = redis.call("incr", KEYS[3])
+local first = #KEYS == 6 and 8 or 5
+)lua",
+        {.calls = {"set", "pttl", "zadd", "pexpireat", "zrange", "incr"},
+         .pcalls = {"zrem", "pexpireat"}}),
+    k_write_meta,
+    fragment(R"lua(redis.pcall("publish", "{" .. KEYS[4] .. "}:events", "acquired")
+return fence)lua",
+             {.pcalls = {"publish"}}));
 inline constexpr Script k_acquire_permit_script = script(k_acquire_permit_text);
 
 // Renew a permit: as k_renew_script (ARGV[3] the release channel, for a lease cut short),
 // and its holder's entry in the name's set moves on with it (never over a plain lock that
-// took the name meanwhile).
-inline constexpr auto k_renew_permit_text =
-    compose(k_renew_head,
-            fragment(R"lua(if redis.call("type", KEYS[4]).ok ~= "string" then
-)lua",
-                     {.calls = {"type"}}),
-            indented<k_server_now, 2>,
-            fragment(R"lua(  redis.call("zadd", KEYS[4], now + tonumber(ARGV[2]), ARGV[1])
+// took the name meanwhile: the pcall fails there).
+inline constexpr auto k_renew_permit_text = compose(
+    k_renew_head, k_server_now,
+    fragment(
+        R"lua(if type(redis.pcall("zadd", KEYS[4], now + tonumber(ARGV[2]), ARGV[1])) == "number" then
   local last = redis.call("zrange", KEYS[4], -1, -1, "WITHSCORES")[2]
   redis.call("pexpireat", KEYS[4], last)
   redis.call("pexpireat", KEYS[5], last)
 end
 )lua",
-                     {.calls = {"zadd", "zrange", "pexpireat"}}),
-            k_renew_tail);
+        {.calls = {"zrange", "pexpireat"}, .pcalls = {"zadd"}}),
+    k_renew_tail);
 inline constexpr Script k_renew_permit_script = script(k_renew_permit_text);
 
-// Release a permit (ARGV[2] the release channel): as k_release_script, and its holder
-// leaves the name's set, which goes (with the limit) with its last live holder.
-inline constexpr auto k_release_permit_text =
-    compose(k_release_head,
-            fragment(R"lua(if redis.call("type", KEYS[4]).ok == "zset" then
-)lua",
-                     {.calls = {"type"}}),
-            indented<k_server_now, 2>,
-            fragment(R"lua(  redis.call("zrem", KEYS[4], ARGV[1])
-  redis.call("zremrangebyscore", KEYS[4], "-inf", now)
-  local last = redis.call("zrange", KEYS[4], -1, -1, "WITHSCORES")[2]
-  if last then
-    redis.call("pexpireat", KEYS[4], last)
-    redis.call("pexpireat", KEYS[5], last)
-  else
-    redis.call("del", KEYS[4], KEYS[5])
-  end
+// Release a permit (ARGV[2] the release channel, ARGV[5] the permit's number): as
+// k_release_script, and its holder leaves the name's set, which goes (with the limit) with
+// its last holder.
+inline constexpr auto k_release_permit_text = compose(
+    k_release_head,
+    fragment(
+        R"lua(if type(redis.pcall("zrem", KEYS[4], ARGV[1])) == "number" and redis.call("zcard", KEYS[4]) == 0 then
+  redis.call("del", KEYS[5])
 end
 )lua",
-                     {.calls = {"zrem", "zremrangebyscore", "zrange", "pexpireat", "del"}}),
-            k_release_notice);
+        {.calls = {"zcard", "del"}, .pcalls = {"zrem"}}),
+    k_release_notice);
 inline constexpr Script k_release_permit_script = script(k_release_permit_text);
 
 // --fair: leave the queue (KEYS[1] queue, KEYS[2] last attempts; ARGV[1] the waiter's id,

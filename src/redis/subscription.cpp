@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <charconv>
 #include <cstdlib>
 #include <sys/socket.h>
 
@@ -162,13 +163,28 @@ bool Subscription::read_notices(size_t i, std::string_view bytes) {
             payload.resize(space);
             // Second in line (lock/scripts.hpp, k_wake): news a moment later, if no release
             // came meanwhile; the waiter then looks before it tries.
-            if (id.ends_with(" next")) {
+            const bool second = id.ends_with(" next");
+            if (second)
                 id.resize(id.size() - 5);
+            // "ID pI": the --limit permit I was freed (lock/scripts.hpp, k_release_notice).
+            size_t freed = 0;
+            if (auto p = id.rfind(" p"); p != std::string::npos) {
+                const std::string_view digits = std::string_view(id).substr(p + 2);
+                const auto [end, ec] =
+                    std::from_chars(digits.data(), digits.data() + digits.size(), freed);
+                if (ec == std::errc() && end == digits.data() + digits.size() && freed > 0)
+                    id.resize(p);
+                else
+                    freed = 0;
+            }
+            if (second) {
                 if (!m_standby &&
                     std::ranges::find(m_recent_releases, id) == m_recent_releases.end())
                     m_standby = Pending{std::move(id), Clock::now() + k_standby};
                 continue;
             }
+            if (freed > 0)
+                m_freed_permit = freed;
             if (m_primary && i == *m_primary) {
                 std::erase_if(m_pending, [&](const Pending& p) { return p.id == id; });
                 remember(std::move(id));

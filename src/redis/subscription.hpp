@@ -83,6 +83,9 @@ class Subscription {
     void hear_again();
     // Whether the last news was a "next" notice's: look (Lock::looks_free) before trying.
     [[nodiscard]] bool standby_woke() { return std::exchange(m_standby_woke, false); }
+    // The --limit permit (1..N) the last release heard freed ("released ID pI", to the
+    // first in line; 0: none said), since the last call.
+    [[nodiscard]] size_t take_freed_permit() { return std::exchange(m_freed_permit, 0); }
     // Who took the lock away with `release --force`, when one said so ("forced ID HOST PID
     // USER" on the channel, ID the token's lock::release_id): what a holder listening to
     // its own lock tells the user, once a renewal confirmed it. Anyone may publish there:
@@ -142,6 +145,7 @@ class Subscription {
     std::vector<Pending> m_pending;
     std::optional<Pending> m_standby; // a "next" notice, news at its deadline
     bool m_standby_woke = false;
+    size_t m_freed_permit = 0;
     std::optional<size_t> m_primary;
     Clock::duration m_primary_grace{};
     // Without one: the last few releases heard, and from how many servers.

@@ -545,10 +545,59 @@ TEST_CASE("renewing and releasing a permit keep the name's set in step") {
     CHECK(permit_call(server, k_release_permit_script, 1, {"other"}) == "0");
     CHECK(permit_call(server, k_release_permit_script, 1, {"a"}) == "1");
     CHECK(server.command({"ZRANGE", "lock:x", "0", "-1"}) == "[b]");
-    // The set follows its longest lease left: b's, no longer a's renewed one.
-    CHECK(std::stoll(server.command({"PTTL", "lock:x"})) <= 60000);
+    // A release leaves the set's expiry where it was (a's renewed lease: at least the
+    // longest left, which is all it has to be); the last holder's takes the set away.
+    CHECK(std::stoll(server.command({"PTTL", "lock:x"})) > 60000);
     CHECK(permit_call(server, k_release_permit_script, 2, {"b", "{lock:x}:released"}) == "1");
     CHECK(server.command({"EXISTS", "lock:x", "{lock:x}:limit"}) == "0");
+    // A new holder's lease, shorter than what the set had, is what it expires with now;
+    // a longer one's extends it, a shorter one's does not shorten it.
+    REQUIRE(permit_call(server, redlock::lock::k_acquire_permit_script, 1,
+                        {"c", "20000", "3", "1", "host", "h"}) == "2");
+    CHECK(std::stoll(server.command({"PTTL", "lock:x"})) <= 20000);
+    CHECK(std::stoll(server.command({"PTTL", "{lock:x}:limit"})) <= 20000);
+    REQUIRE(take(server, 2, "d") == "2");
+    CHECK(std::stoll(server.command({"PTTL", "lock:x"})) > 50000);
+    CHECK(std::stoll(server.command({"PTTL", "{lock:x}:limit"})) > 50000);
+    REQUIRE(permit_call(server, redlock::lock::k_acquire_permit_script, 3,
+                        {"e", "10000", "3", "1", "host", "h"}) == "1");
+    CHECK(std::stoll(server.command({"PTTL", "lock:x"})) > 50000);
+    CHECK(std::stoll(server.command({"PTTL", "{lock:x}:limit"})) > 50000);
+}
+
+TEST_CASE("holders whose lease is over are dropped when they would fill every permit") {
+    RedisServer server;
+    REQUIRE(take(server, 1, "a", "2") == "1");
+    REQUIRE(take(server, 2, "b", "2") == "1");
+    // a's lease over by the server's clock (it died without a release; its permit key,
+    // deleted here, would have expired with it).
+    server.command({"ZADD", "lock:x", "1", "a"});
+    server.command({"DEL", "{lock:x}:permit:1"});
+    CHECK(take(server, 1, "c", "2") == "2");
+    CHECK(server.command({"ZRANGE", "lock:x", "0", "-1"}) == "[b, c]");
+}
+
+TEST_CASE("a holder's metadata replaces whatever another left, and costs no DEL otherwise") {
+    RedisServer server;
+    // A hash left behind (the lock deleted by hand): none of its fields stays.
+    server.command({"HSET", "{lock:x}:permit:1:meta", "host", "old", "note", "stale"});
+    REQUIRE(take(server, 1, "a") == "1");
+    CHECK(server.command({"HGETALL", "{lock:x}:permit:1:meta"}) == "[fence, 1, host, h]");
+    CHECK(std::stoll(server.command({"PTTL", "{lock:x}:permit:1:meta"})) > 50000);
+    server.command({"FLUSHALL"});
+    server.command({"HSET", "{lock:x}:meta", "host", "old", "note", "stale"});
+    REQUIRE(eval(server, k_acquire_script, {"t", "60000", "host", "h"}) == "1");
+    CHECK(server.command({"HGETALL", "{lock:x}:meta"}) == "[fence, 1, host, h]");
+    // A run that writes no metadata leaves none.
+    REQUIRE(eval(server, k_release_script, {"t"}) == "1");
+    server.command({"HSET", "{lock:x}:meta", "host", "old"});
+    REQUIRE(eval(server, k_acquire_script, {"u", "60000"}) == "2");
+    CHECK(server.command({"EXISTS", "{lock:x}:meta"}) == "0");
+    // The usual case, no hash there: one HSET.
+    REQUIRE(eval(server, k_release_script, {"u"}) == "1");
+    server.command({"CONFIG", "RESETSTAT"});
+    REQUIRE(eval(server, k_acquire_script, {"v", "60000", "host", "h"}) == "3");
+    CHECK(server.command({"INFO", "commandstats"}).find("cmdstat_del:") == std::string::npos);
 }
 
 TEST_CASE("a renewal that cuts the lease short says so on the channel, one that lengthens it "

@@ -172,3 +172,19 @@ TEST_CASE("after hear_again another server's late notice of a release is news ag
         CHECK_FALSE(sub.next_deadline().has_value());
     }
 }
+
+TEST_CASE("a permit's release names the permit it freed, to the first in line only") {
+    TwoServers two;
+    auto& [a, b, sub] = two;
+    CHECK_FALSE(wakes(sub, a, "released 0123456789ab p3"));
+    CHECK(wakes(sub, b, "released 0123456789ab p3")); // the same release: one ID
+    CHECK(sub.take_freed_permit() == 3);
+    CHECK(sub.take_freed_permit() == 0); // told once
+    // Second in line: it only looks a moment later, and is told no permit.
+    CHECK_FALSE(wakes(sub, a, "released 1123456789ab p2 next"));
+    CHECK(sub.take_freed_permit() == 0);
+    // Not a permit's number: part of the ID, as an older waiter reads it.
+    CHECK_FALSE(wakes(sub, a, "released 2123456789ab px"));
+    CHECK(wakes(sub, b, "released 2123456789ab px"));
+    CHECK(sub.take_freed_permit() == 0);
+}
