@@ -528,13 +528,20 @@ inline constexpr Script k_fair_leave_script = script(k_fair_leave_text);
 // force-release entry, or a reaped one: how long that run held is not known) "last_run_ms" (now:
 // when it ended), a duration bucket "d:<seconds>" (the first bound at or above the time held,
 // fleet::k_duration_buckets; else "d:+Inf") +1, and "duration_ms" +held; "last_success_ms" for one
-// that ran and exited 0; "slot_ms" from a
-// --once-per run's entry. It expires 400 days after the last entry (no TTL would outlive every
-// name ever used). Three commands for a run (read, write, expiry), two for a refusal: a crowd's
-// hand-over is counted in commands (bench/crowd.sh). pcall: counters are a help, and never
-// cost the entry.
+// that ran and exited 0; "slot_ms" from a --once-per run's entry. pcall: counters are a help,
+// and never cost the entry.
+//
+// Expiry: the counters 400 days after the last entry (no TTL would outlive every name ever
+// used), the history `age` and a sixteenth more (ARGV[4]). Neither is pushed back by every
+// write: a run that ran PROGRAM reads, with its counters, "refreshed_ms", when they last
+// were, and pushes both back only once a sixteenth of the shorter has passed since (or with no
+// stream kept, ARGV[3] "0": then "refreshed_ms" is 0, so that a stream kept again gets its TTL
+// at once); every other entry pushes them back. So a crowd's run costs a read and a write of
+// its counters and the entry itself, not two PEXPIREs more (bench/crowd.sh counts commands
+// per hand-over). `refresh` says whether this write does.
 inline constexpr auto k_history_counters =
-    fragment(R"lua(if KEYS[4] then
+    fragment(R"lua(local refresh = true
+if KEYS[4] then
   local f = {}
   for i = 1, #fields - 1, 2 do f[fields[i]] = fields[i + 1] end
   local outcome = f["outcome"]
@@ -549,14 +556,17 @@ inline constexpr auto k_history_counters =
       for _, bound in ipairs({1, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 14400, 43200, 86400}) do
         if held <= bound * 1000 then bucket = "d:" .. bound break end
       end
-      local was = redis.pcall("hmget", KEYS[4], "runs:" .. outcome, bucket, "duration_ms")
+      local was = redis.pcall("hmget", KEYS[4], "runs:" .. outcome, bucket, "duration_ms", "refreshed_ms")
       if type(was) ~= "table" or was.err then was = {} end
+      local last = tonumber(was[4])
+      refresh = ARGV[3] == "0" or not last or last > now or now - last >= math.min(age, 34560000000) / 16
       set = {"runs:" .. outcome, (tonumber(was[1]) or 0) + 1, bucket, (tonumber(was[2]) or 0) + 1, "duration_ms", (tonumber(was[3]) or 0) + held, "last_run_ms", now}
       if outcome == "ran" and f["status"] == "0" then table.insert(set, "last_success_ms") table.insert(set, now) end
+      if refresh then table.insert(set, "refreshed_ms") table.insert(set, ARGV[3] == "0" and 0 or now) end
     end
     if f["slot_ms"] then table.insert(set, "slot_ms") table.insert(set, f["slot_ms"]) end
     if #set > 0 then redis.pcall("hset", KEYS[4], unpack(set)) end
-    redis.pcall("pexpire", KEYS[4], 34560000000)
+    if refresh then redis.pcall("pexpire", KEYS[4], 34560000000) end
   end
 end
 )lua",
@@ -574,8 +584,9 @@ end
 // run started on this server's clock, and for a skip the holder that refused it (`by_host`,
 // `by_pid`, `by_user`), from its metadata. Entries past the count are trimmed by every write, past
 // the age by one write in eight (by the server's clock: a trim costs a command per run in a crowd),
-// and the stream expires with the age; "run" on the events channel
-// ({<key>}:events) tells `redlock watch`. A count of 0 (`history = 0`) writes no entry, only the
+// and the stream expires with the age (k_history_counters: pushed back once in a while, not by
+// every write); "run" on the events channel ({<key>}:events), once the entry and the counters
+// are written, tells `redlock watch`. A count of 0 (`history = 0`) writes no entry, only the
 // counters (k_history_counters, with KEYS[4]). Returns 1 when recorded, 0 when not.
 inline constexpr auto k_history_text =
     compose(fragment(R"lua(local holder = false
@@ -607,15 +618,17 @@ for part in string.gmatch(ARGV[7] or "", "([^%z]*)%z") do
   table.insert(entry, part)
   table.insert(fields, part)
 end
-if ARGV[3] ~= "0" then
+)lua",
+                     {.calls = {"hmget"}}),
+            k_history_counters,
+            fragment(R"lua(if ARGV[3] ~= "0" then
   redis.call("xadd", KEYS[1], "MAXLEN", ARGV[3], "*", unpack(entry))
   if now % 8 == 0 then redis.call("xtrim", KEYS[1], "MINID", now - age) end
-  redis.call("pexpire", KEYS[1], age)
+  if refresh then redis.call("pexpire", KEYS[1], age + math.floor(age / 16)) end
   redis.pcall("publish", "{" .. KEYS[2] .. "}:events", "run")
 end
-)lua",
-                     {.calls = {"hmget", "xadd", "xtrim", "pexpire"}, .pcalls = {"publish"}}),
-            k_history_counters, fragment("return 1"));
+return 1)lua",
+                     {.calls = {"xadd", "xtrim", "pexpire"}, .pcalls = {"publish"}}));
 inline constexpr Script k_history_script = script(k_history_text);
 
 // One page of a name's history, newest first, as XREVRANGE gives it (KEYS[1] the stream;

@@ -689,3 +689,43 @@ TEST_CASE("the history script's duration buckets are the exporter's") {
         std::string_view(redlock::lock::k_history_script.source).find("ipairs({" + bounds + "})") !=
         std::string_view::npos);
 }
+
+TEST_CASE("the history's and the counters' expiry is pushed back once a sixteenth of the age "
+          "has passed, not by every run") {
+    RedisServer server;
+    // The age is 60000 ms here: its stream expires 60000 + 3750 ms after a push.
+    auto pttl = [&](const char* key) { return std::stoll(server.command({"PTTL", key})); };
+    CHECK(record(server, {"run", "a", "outcome", "ran", "status", "0"}, "10") == "1");
+    CHECK(pttl("{lock:x}:history") > 60000);
+    CHECK(pttl("{lock:x}:stats") > 399LL * 86400 * 1000);
+    const std::string pushed = stat(server, "refreshed_ms");
+    CHECK(pushed != "(nil)");
+    // Runs soon after: their entries and counters, no PEXPIRE.
+    server.command({"CONFIG", "RESETSTAT"});
+    CHECK(record(server, {"run", "b", "outcome", "ran", "status", "0"}, "10") == "1");
+    CHECK(record(server, {"run", "c", "outcome", "lost", "status", "79"}, "10") == "1");
+    CHECK(server.command({"INFO", "commandstats"}).find("cmdstat_pexpire:") == std::string::npos);
+    CHECK(stat(server, "refreshed_ms") == pushed);
+    CHECK(server.command({"XLEN", "{lock:x}:history"}) == "3");
+    // A sixteenth of the age later (here: the last push set back by hand), both again.
+    const auto before = std::stoll(pushed) - 3750;
+    server.command({"HSET", "{lock:x}:stats", "refreshed_ms", std::to_string(before)});
+    server.command({"PEXPIRE", "{lock:x}:history", "1000"});
+    server.command({"PEXPIRE", "{lock:x}:stats", "1000"});
+    CHECK(record(server, {"run", "d", "outcome", "ran", "status", "0"}, "10") == "1");
+    CHECK(pttl("{lock:x}:history") > 60000);
+    CHECK(pttl("{lock:x}:stats") > 399LL * 86400 * 1000);
+    CHECK(std::stoll(stat(server, "refreshed_ms")) > before);
+    // An entry that counts no run (a refusal, an interruption) always pushes them back.
+    server.command({"PEXPIRE", "{lock:x}:history", "1000"});
+    CHECK(record(server, {"run", "e", "outcome", "interrupted"}) == "1");
+    CHECK(pttl("{lock:x}:history") > 60000);
+    // A stream deleted by hand while the counters say "pushed just now" is one without a
+    // TTL until the next push; with history = 0 every run pushes the counters back and
+    // clears the mark, so that a stream kept again gets its TTL with its first entry.
+    CHECK(record(server, {"run", "f", "outcome", "ran", "status", "0"}, "10", "0") == "1");
+    CHECK(stat(server, "refreshed_ms") == "0");
+    server.command({"DEL", "{lock:x}:history"});
+    CHECK(record(server, {"run", "g", "outcome", "ran", "status", "0"}, "10") == "1");
+    CHECK(pttl("{lock:x}:history") > 60000);
+}
