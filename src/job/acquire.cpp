@@ -92,6 +92,24 @@ void note_failed_cleanup(const lock::Lock& lock, std::string_view name, Observer
                                          name, r.server, r.detail));
 }
 
+// Who holds the lock, as the first look at it read (lock::read_holders), into `state`:
+// the first holder named, and for a --limit name how many other permits' holders.
+void holder_from(std::span<const lock::HeldBy> seen, lock::Lock& lock, Waiting& state) {
+    state.holder_read = !seen.empty();
+    state.holder.reset();
+    state.other_holders = 0;
+    if (!seen.empty())
+        state.holder = seen.front().holder;
+    std::vector<size_t> permits;
+    for (const auto& s : seen)
+        if (std::ranges::find(permits, s.permit) == permits.end())
+            permits.push_back(s.permit);
+    if (lock.limit() > 0 && !permits.empty())
+        state.other_holders = permits.size() - 1;
+    if (lock.fair())
+        state.queue_position = lock.queue_position();
+}
+
 // Who holds the lock now, read over the lock's own connections (idle between attempts),
 // into `state`. Not read when it is not held by then (released meanwhile) or cannot be.
 void read_holder(lock::Lock& lock, std::string_view name, Waiting& state) {
@@ -166,20 +184,17 @@ lock::Holder here_of(const lock::Lock& lock) {
     return here;
 }
 
-// A lock found held: if by this machine under an earlier boot (nothing of that boot can
-// still run), it is reaped, with the waiters woken and the entry `reaped` (lock/reap.hpp).
-// Returns true when something was released: the caller tries again at once.
+// A lock found held, by `seen`: if by this machine under an earlier boot (nothing of that
+// boot can still run), it is reaped, with the waiters woken and the entry `reaped`
+// (lock/reap.hpp). Returns true when something was released: the caller tries again at
+// once.
 bool take_over(lock::Lock& lock, std::string_view name, const WaitPolicy& policy,
-               Observer& observer) {
-    const auto here = here_of(lock);
-    if (here.machine.empty() || here.boot.empty())
-        return false;
+               Observer& observer, const lock::Holder& here, std::span<const lock::HeldBy> seen) {
     std::vector<config::ServerConfig> servers;
     for (const auto& c : lock.connections())
         servers.push_back(c.server());
     bool released = false;
-    for (const auto& r :
-         lock::find_reapable(lock.connections(), lock.name_keys(), lock.limit(), here)) {
+    for (const auto& r : lock::reapable(seen, here)) {
         const size_t n =
             lock::tally_of(lock::reap(servers, lock.name_keys(), lock.limit(), r,
                                       {here, policy.history_keep, policy.history_max_age}))
@@ -298,8 +313,10 @@ util::Expected<Acquisition> wait_and_acquire(lock::Lock& lock, std::string_view 
     // one wins.
     const bool by_leader = lock.connections().size() > 1 && lock.limit() == 0 && !lock.fair();
     bool leader_next = false;
-    // Whether the holder was looked at for reaping (take_over): at the first "held".
+    // Whether the holder was looked at, for reaping (take_over) and for the "waiting for"
+    // line: once, at the first "held".
     bool looked_at_holder = false;
+    std::optional<std::vector<lock::HeldBy>> first_look; // for the line, once
     // The refusal goes out once: an attempt interrupted by a stray signal (the SIGCHLD of
     // a background release) and made again must not record it twice.
     bool refusal_sent = false;
@@ -364,8 +381,14 @@ util::Expected<Acquisition> wait_and_acquire(lock::Lock& lock, std::string_view 
         }
         if (attempt->status == lock::AcquireStatus::held && !looked_at_holder) {
             looked_at_holder = true;
-            if (take_over(lock, name, policy, observer))
+            const auto here = here_of(lock);
+            const bool may_reap = !here.machine.empty() && !here.boot.empty();
+            if (may_reap || observer.wants_holder())
+                first_look = lock::read_holders(lock.connections(), lock.name_keys(), lock.limit());
+            if (may_reap && take_over(lock, name, policy, observer, here, *first_look)) {
+                first_look.reset();
                 continue;
+            }
             // A single attempt (-n) made without its refusal, to record none if the lock
             // could be reaped: once more, with it.
             if (skip && give_up && Clock::now() >= *give_up)
@@ -444,8 +467,11 @@ util::Expected<Acquisition> wait_and_acquire(lock::Lock& lock, std::string_view 
         if (too_slow == 0 && (!waiting || (noticed && now - holder_read >= 1s))) {
             if (!waiting)
                 waiting.emplace(Waiting{.name = name, .started = started, .give_up = give_up});
-            if (observer.wants_holder())
+            if (observer.wants_holder() && first_look)
+                holder_from(*first_look, lock, *waiting);
+            else if (observer.wants_holder())
                 read_holder(lock, name, *waiting);
+            first_look.reset();
             observer.waiting(*waiting);
             holder_read = now;
         }

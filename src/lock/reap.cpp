@@ -15,14 +15,19 @@ namespace {
 
 using namespace std::chrono_literals;
 
-void add_if_reapable(std::vector<Reapable>& out, size_t permit, const std::string& token,
-                     const Holder& holder, const Holder& here) {
-    if (!of_earlier_boot(holder, here))
-        return;
+// Adds each permit's holder once (over several servers, each names it).
+void add_once(std::vector<HeldBy>& out, size_t permit, const std::string& token,
+              const Holder& holder) {
     if (std::ranges::any_of(
-            out, [&](const Reapable& r) { return r.permit == permit && r.token == token; }))
+            out, [&](const HeldBy& r) { return r.permit == permit && r.token == token; }))
         return;
     out.push_back({permit, token, holder});
+}
+
+void add_if_reapable(std::vector<Reapable>& out, size_t permit, const std::string& token,
+                     const Holder& holder, const Holder& here) {
+    if (of_earlier_boot(holder, here))
+        add_once(out, permit, token, holder);
 }
 
 void add_view(std::vector<Reapable>& out, size_t permit, const LockView& view, const Holder& here) {
@@ -41,8 +46,15 @@ std::vector<Reapable> reapable(const LockView& view, const Holder& here) {
     return out;
 }
 
-std::vector<Reapable> find_reapable(std::span<redis::Connection> conns, const Keys& keys,
-                                    size_t limit, const Holder& here) {
+std::vector<Reapable> reapable(std::span<const HeldBy> seen, const Holder& here) {
+    std::vector<Reapable> out;
+    for (const auto& s : seen)
+        add_if_reapable(out, s.permit, s.token, s.holder, here);
+    return out;
+}
+
+std::vector<HeldBy> read_holders(std::span<redis::Connection> conns, const Keys& keys,
+                                 size_t limit) {
     // The metadata hash of the lock, or of each permit: it names its token.
     std::string request;
     const size_t hashes = std::max<size_t>(limit, 1);
@@ -56,7 +68,7 @@ std::vector<Reapable> find_reapable(std::span<redis::Connection> conns, const Ke
         c.start_pipelined(request, hashes - 1, now);
     // A frozen server must not hold up a run that found the lock held.
     wait_for_answers(conns, majority_of(conns.size()));
-    std::vector<Reapable> out;
+    std::vector<HeldBy> out;
     for (const auto& c : conns) {
         const auto& outcome = c.outcome();
         if (c.busy() || !outcome || !outcome->reply || outcome->trailing.size() != hashes - 1)
@@ -66,7 +78,7 @@ std::vector<Reapable> find_reapable(std::span<redis::Connection> conns, const Ke
             auto fields = redis::hash_fields(reply);
             const std::string token = fields["token"];
             if (auto holder = parse_holder(fields, token); holder && !token.empty())
-                add_if_reapable(out, limit > 0 ? i + 1 : 0, token, *holder, here);
+                add_once(out, limit > 0 ? i + 1 : 0, token, *holder);
         }
     }
     return out;

@@ -23,23 +23,29 @@
 
 namespace redlock::lock {
 
-// A holder that can be reaped: the lock's own (permit 0), or permit 1..N of a --limit name.
-struct Reapable {
+// A holder as its metadata names it: the lock's own (permit 0), or permit 1..N's of a
+// --limit name.
+struct HeldBy {
     size_t permit = 0;
     std::string token;
     Holder holder;
 };
+// One that can be reaped.
+using Reapable = HeldBy;
 
 // The holders shown in `view` (on each server; each permit's on each server) that are
 // `here`'s machine under an earlier boot, one per permit and token.
 [[nodiscard]] std::vector<Reapable> reapable(const LockView& view, const Holder& here);
 
-// The same read for a run that found the lock `keys` held (every permit of a --limit
-// name of `limit` permits): the metadata alone, one HGETALL per hash on every server in one
-// write, decided once every server answered, or a majority and a moment more.
-[[nodiscard]] std::vector<Reapable> find_reapable(std::span<redis::Connection> conns,
-                                                  const Keys& keys, size_t limit,
-                                                  const Holder& here);
+// For a run that found the lock `keys` held (every permit of a --limit name of `limit`
+// permits): who holds it, as the metadata alone says, one HGETALL per hash on every server
+// in one write, decided once every server answered, or a majority and a moment more. One
+// per permit and token, in the order of the servers. The run looks once, for both the
+// takeover (reapable below) and its "waiting for" line (job/acquire.cpp).
+[[nodiscard]] std::vector<HeldBy> read_holders(std::span<redis::Connection> conns, const Keys& keys,
+                                               size_t limit);
+// Those of `seen` that are `here`'s machine under an earlier boot.
+[[nodiscard]] std::vector<Reapable> reapable(std::span<const HeldBy> seen, const Holder& here);
 
 // Who reaps, for the history entry (by_host, by_pid, by_user), and its settings.
 struct Reaper {

@@ -66,11 +66,12 @@ inline constexpr auto k_token_check =
 // turn, not a dead one: it is woken, and marked (its last attempt set to now + 0.5 ms:
 // attempts write whole ms) so that it is dropped if silent for ARGV[4] ms more (frozen).
 // The three keys expire 10 x ARGV[4] after the last attempt: renewed by an attempt that
-// adds a waiter (a key it creates has no TTL yet) or finds less than 9 x ARGV[4] left, so
-// that most attempts pay one PTTL, not three PEXPIREs. A head whose last attempt is
-// later than the server's TIME (its clock stepped back, or a forged entry) is taken as seen
-// now: a live waiter keeps its place, and a dead one lapses as any other, instead of
-// holding the queue up until that time comes.
+// finds less than 9 x ARGV[4] left on the queue, or none (-1: the queue is new), so that
+// most attempts, a newcomer's too, pay one PTTL, not three PEXPIREs. (The counter is
+// raised with KEEPTTL: a SET must not make it a key that never expires.) A head whose last attempt
+// is later than the server's TIME (its clock stepped back, or a forged entry) is taken as seen now:
+// a live waiter keeps its place, and a dead one lapses as any other, instead of holding the queue
+// up until that time comes.
 
 // Where the holder's fields start: after a waiter's four arguments, if any.
 inline constexpr auto k_waiter_args = fragment(R"lua(local first = 3
@@ -85,9 +86,9 @@ inline constexpr auto k_fair_enrol =
                    indented<k_server_now, 2>,
                    fragment(R"lua(  local patience = tonumber(ARGV[4])
   local fresh = redis.call("zadd", KEYS[4], "NX", ARGV[3], ARGV[5]) == 1
-  if fresh and tonumber(redis.call("get", KEYS[6]) or 0) < tonumber(ARGV[3]) then redis.call("set", KEYS[6], ARGV[3]) end
-  fresh = redis.call("zadd", KEYS[5], now, ARGV[5]) == 1 or fresh
-  if fresh or redis.call("pttl", KEYS[4]) < patience * 9 then
+  if fresh and tonumber(redis.call("get", KEYS[6]) or 0) < tonumber(ARGV[3]) then redis.call("set", KEYS[6], ARGV[3], "KEEPTTL") end
+  redis.call("zadd", KEYS[5], now, ARGV[5])
+  if redis.call("pttl", KEYS[4]) < patience * 9 then
     for i = 4, 6 do redis.call("pexpire", KEYS[i], patience * 10) end
   end
   while true do

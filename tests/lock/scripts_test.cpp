@@ -284,6 +284,31 @@ std::string fair(const RedisServer& server, const Script& script, const std::str
 }
 } // namespace
 
+TEST_CASE("the queue's keys expire ten drops after the last attempt, renewed by one PTTL, "
+          "not three PEXPIREs, while most of it is left") {
+    RedisServer server;
+    server.command({"SET", "lock:x", "holder", "PX", "60000"});
+    auto pttl = [&](const char* key) { return std::stoll(server.command({"PTTL", key})); };
+    server.command({"INCR", "{lock:x}:tickets"}); // take_ticket's, with no TTL yet
+    CHECK(held_with_pttl_near(fair(server, k_acquire_script, "a", "1"), 9000));
+    for (const char* key : {"{lock:x}:queue", "{lock:x}:waiting", "{lock:x}:tickets"}) {
+        CAPTURE(key);
+        CHECK(pttl(key) > 29000);
+        CHECK(pttl(key) <= 30000);
+    }
+    // A newcomer (its ticket above the counter here: taken on other servers) joins the
+    // queue: the counter is raised and keeps its TTL, and nothing is renewed.
+    server.command({"CONFIG", "RESETSTAT"});
+    CHECK(held_with_pttl_near(fair(server, k_acquire_script, "b", "5"), 12000));
+    CHECK(server.command({"GET", "{lock:x}:tickets"}) == "5");
+    CHECK(pttl("{lock:x}:tickets") > 29000);
+    CHECK(server.command({"INFO", "commandstats"}).find("cmdstat_pexpire:") == std::string::npos);
+    // Less than nine drops left: the next attempt renews all three.
+    server.command({"PEXPIRE", "{lock:x}:queue", "5000"});
+    CHECK(held_with_pttl_near(fair(server, k_acquire_script, "b", "5"), 12000));
+    CHECK(pttl("{lock:x}:queue") > 29000);
+}
+
 TEST_CASE("with a queue, only its head acquires, and in ticket order on any server") {
     for (const Script* script : {&k_acquire_script}) {
         RedisServer server;
