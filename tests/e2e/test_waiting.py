@@ -571,8 +571,8 @@ class CrowdOnOneServerTest(E2ETest):
         self.assertCrowdLosesNoUpdate(["-s", server.url()], n=n, wait="300s", hold="0.01")
         calls = sum(int(v["calls"]) for k, v in server.commandstats().items()
                     if k not in ("info", "config|resetstat"))
-        # About 31 (bench/README.md, "Crowds"); 0.2 cost about 215 at this size.
-        self.assertLessEqual(calls / n, 60, server.commandstats())
+        # About 27 (bench/README.md, "Crowds"); 0.2 cost about 215 at this size.
+        self.assertLessEqual(calls / n, 45, server.commandstats())
 
     def test_a_fair_crowd_on_one_server_costs_a_bounded_number_per_hand_over(self):
         server = self.redis_server()
@@ -587,11 +587,13 @@ class CrowdOnOneServerTest(E2ETest):
 
     def test_a_limit_crowd_wakes_only_as_many_as_permits_come_free(self):
         # --limit 4, the four permits held, 30 waiters listening: each release wakes the
-        # first two of the wait list, not the crowd. About 55 (bench/README.md, "Crowds");
+        # first two of the wait list, not the crowd, and the first tries the permit it
+        # freed. About 35 (bench/README.md, "Crowds"): the winner's script 15, the release
+        # 12, the history entry 7; 55 before the woken tried the freed permit first, and
         # 0.3's waiters all woke at each release and tried the permits: about 270 here,
         # growing with the crowd.
         cost = commands_per_hand_over(self, [self.redis_server()], 30, ["--limit", "4"], 4)
-        self.assertLessEqual(cost, 90)
+        self.assertLessEqual(cost, 40 if SLACK <= 1 else 46)
 
 
 class FairCrowdOverFiveTest(E2ETest):
