@@ -53,7 +53,9 @@ QUEUE_TTL_MS = 30_000
 WAITERS_KEY = f"{{lock:{NAME}}}:waiters"
 WAITERS_TTL_MS = 2 * 3_600_000  # the wait list expires 2 h after its last newcomer
 HISTORY_KEY = f"{{lock:{NAME}}}:history"
-HISTORY_TTL_MS = 30 * 86_400_000  # history_max_age's default
+# history_max_age's default, and up to a sixteenth more: the stream's expiry is pushed back
+# once a sixteenth of it has passed (lock/scripts.hpp, k_history_counters)
+HISTORY_TTL_MS = 30 * 86_400_000 * 17 // 16
 STATS_KEY = f"{{lock:{NAME}}}:stats"
 STATS_TTL_MS = 400 * 86_400_000  # the counters expire 400 days after the last run
 PROGRAM = os.path.join(HERE, "program.py")
@@ -1361,8 +1363,8 @@ def mixed(n, seconds, top_seed, clients=5, only=None):
         # Nothing left behind but the fence counter (no TTL by design): the lock and its
         # metadata are deleted or expire within the TTL; the --fair queue's keys expire
         # 10 x the 3 s drop time after their last use, so those must have a TTL within it;
-        # the history stream is kept on purpose, and expires with its max age (the counters
-        # beside it, 400 days after the last run); the wait
+        # the history stream is kept on purpose, and expires with its max age and up to a
+        # sixteenth more (the counters beside it, 400 days after the last run); the wait
         # list keeps a killed waiter until a release finds nobody on its channel, or 2 h.
         leftovers = None
         deadline = time.monotonic() + (2 * MAX_TTL + 8.0) * SLACK
