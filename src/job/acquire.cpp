@@ -12,12 +12,9 @@
 
 #include "job/wait_policy.hpp"
 #include "lock/holder.hpp"
-#include "lock/inspect.hpp"
 #include "lock/keys.hpp"
 #include "lock/name.hpp"
 #include "lock/reap.hpp"
-#include "redis/fanout.hpp"
-#include "redis/reply.hpp"
 #include "redis/subscription.hpp"
 #include "util/clock.hpp"
 #include "util/duration.hpp"
@@ -92,8 +89,9 @@ void note_failed_cleanup(const lock::Lock& lock, std::string_view name, Observer
                                          name, r.server, r.detail));
 }
 
-// Who holds the lock, as the first look at it read (lock::read_holders), into `state`:
-// the first holder named, and for a --limit name how many other permits' holders.
+// Who holds the lock, as a look at the holders' metadata read it (lock::read_holders),
+// into `state`: the first holder named, and for a --limit name how many other permits'
+// holders. None named: not known (released meanwhile, changing hands, or no metadata).
 void holder_from(std::span<const lock::HeldBy> seen, lock::Lock& lock, Waiting& state) {
     state.holder_read = !seen.empty();
     state.holder.reset();
@@ -106,68 +104,6 @@ void holder_from(std::span<const lock::HeldBy> seen, lock::Lock& lock, Waiting& 
             permits.push_back(s.permit);
     if (lock.limit() > 0 && !permits.empty())
         state.other_holders = permits.size() - 1;
-    if (lock.fair())
-        state.queue_position = lock.queue_position();
-}
-
-// Who holds the lock now, read over the lock's own connections (idle between attempts),
-// into `state`. Not read when it is not held by then (released meanwhile) or cannot be.
-void read_holder(lock::Lock& lock, std::string_view name, Waiting& state) {
-    std::string_view key = lock.name_key();
-    if (lock.limit() == 0) {
-        // A plain lock: its metadata alone (one HGETALL a server, where the inspect script
-        // costs five commands: in a crowd each waiter reads it once).
-        const auto meta = lock::Keys::of_lock_key(key).meta;
-        const std::array<std::string_view, 2> argv{"HGETALL", meta};
-        const std::string command = redis::encode_command(argv);
-        auto conns = lock.connections();
-        const auto now = Clock::now();
-        for (auto& c : conns)
-            c.start(command, {}, now);
-        state.holder_read = false;
-        state.holder.reset();
-        state.other_holders = 0;
-        // The first holder read, or none on a majority (a server frozen or down is not
-        // waited for).
-        auto decided = [&] {
-            size_t answered = 0;
-            for (const auto& c : conns) {
-                const auto& o = c.outcome();
-                if (c.busy() || !o || !o->reply)
-                    continue;
-                ++answered;
-                auto fields = redis::hash_fields(*o->reply);
-                if (auto who = lock::parse_holder(fields, fields["token"])) {
-                    state.holder_read = true;
-                    state.holder = std::move(who);
-                    return true;
-                }
-            }
-            return answered >= lock::majority_of(conns.size());
-        };
-        (void)redis::wait(conns, decided);
-        if (!state.holder_read)
-            (void)decided(); // the last reply may have ended the round unjudged
-        if (lock.fair())
-            state.queue_position = lock.queue_position();
-        return;
-    }
-    auto view =
-        lock::inspect(lock.connections(), key.substr(0, key.size() - name.size()), name, true);
-    state.holder_read = false;
-    state.holder.reset();
-    state.other_holders = 0;
-    if (view.limit > 0) { // a semaphore: the first holder, and how many more
-        const auto held = view.held_permits();
-        if (!held.empty()) {
-            state.holder_read = true;
-            state.holder = held.front()->holder;
-            state.other_holders = held.size() - 1;
-        }
-    } else if (view.state == lock::LockState::held) { // else released, or changing hands
-        state.holder_read = true;
-        state.holder = view.holder;
-    }
     if (lock.fair())
         state.queue_position = lock.queue_position();
 }
@@ -467,10 +403,13 @@ util::Expected<Acquisition> wait_and_acquire(lock::Lock& lock, std::string_view 
         if (too_slow == 0 && (!waiting || (noticed && now - holder_read >= 1s))) {
             if (!waiting)
                 waiting.emplace(Waiting{.name = name, .started = started, .give_up = give_up});
-            if (observer.wants_holder() && first_look)
-                holder_from(*first_look, lock, *waiting);
-            else if (observer.wants_holder())
-                read_holder(lock, name, *waiting);
+            // Read over the lock's own connections (idle between attempts), but the first
+            // time: the look at the first "held" is still fresh.
+            if (observer.wants_holder())
+                holder_from(first_look ? *first_look
+                                       : lock::read_holders(lock.connections(), lock.name_keys(),
+                                                            lock.limit()),
+                            lock, *waiting);
             first_look.reset();
             observer.waiting(*waiting);
             holder_read = now;

@@ -40,8 +40,9 @@ using Reapable = HeldBy;
 // For a run that found the lock `keys` held (every permit of a --limit name of `limit`
 // permits): who holds it, as the metadata alone says, one HGETALL per hash on every server
 // in one write, decided once every server answered, or a majority and a moment more. One
-// per permit and token, in the order of the servers. The run looks once, for both the
-// takeover (reapable below) and its "waiting for" line (job/acquire.cpp).
+// per permit and token, in the order of the servers. A waiting run's look at the first
+// "held" serves both the takeover (reapable below) and its "waiting for" line; later looks
+// the line alone (job/acquire.cpp).
 [[nodiscard]] std::vector<HeldBy> read_holders(std::span<redis::Connection> conns, const Keys& keys,
                                                size_t limit);
 // Those of `seen` that are `here`'s machine under an earlier boot.
