@@ -415,9 +415,12 @@ inline constexpr Script k_remove_wrong_type_script = script(k_remove_wrong_type_
 // the limit in {<key>}:limit: a plain lock of the name (SET NX) finds the key taken, and a
 // permit is not given while a plain lock holds the name (anything but a sorted set there:
 // the pcall on it fails, WRONGTYPE). Both expire when the last lease given or renewed while
-// the set had holders ends (never before a live holder's); a release that leaves the set
-// empty deletes them, one that leaves holders does not shorten them (a command a hand-over
-// saved: an attempt drops the expired holders first, by the server's clock). KEYS: 1 the
+// the set had holders ends (never before a live holder's): an acquisition moves them later
+// with PEXPIREAT GT (Redis 6.2 has no GT: there, to the longest lease the set holds); a
+// release that leaves the set empty deletes them, one that leaves holders does not shorten
+// them (a command a hand-over saved). Holders whose lease is over (by the server's clock)
+// are dropped by an attempt that would otherwise find every permit held, or the limit
+// disagreed on. KEYS: 1 the
 // permit, 2 its metadata, 3 its fence counter, 4 the name's lock key, 5 the limit; ARGV[1]
 // the token, ARGV[2] the ttl ms.
 
@@ -459,15 +462,12 @@ end
 if #KEYS == 6 and ARGV[6] == "1" then redis.pcall("zrem", KEYS[6], ARGV[7]) end
 local ends = now + tonumber(ARGV[2])
 redis.call("zadd", KEYS[4], ends, ARGV[1])
-if holders == 0 then
-  redis.call("pexpireat", KEYS[4], ends)
-  redis.call("set", KEYS[5], ARGV[3], "PXAT", ends)
-elseif not limit or type(redis.pcall("pexpireat", KEYS[4], ends, "GT")) == "table" then
-  ends = math.max(ends, tonumber(redis.call("zrange", KEYS[4], -1, -1, "WITHSCORES")[2]))
-  redis.call("pexpireat", KEYS[4], ends)
-  redis.call("set", KEYS[5], ARGV[3], "PXAT", ends)
-else
+if holders > 0 and limit and type(redis.pcall("pexpireat", KEYS[4], ends, "GT")) == "number" then
   redis.call("pexpireat", KEYS[5], ends, "GT")
+else
+  if holders > 0 then ends = math.max(ends, tonumber(redis.call("zrange", KEYS[4], -1, -1, "WITHSCORES")[2])) end
+  redis.call("pexpireat", KEYS[4], ends)
+  redis.call("set", KEYS[5], ARGV[3], "PXAT", ends)
 end
 fence = redis.call("incr", KEYS[3])
 local first = #KEYS == 6 and 8 or 5
