@@ -49,6 +49,16 @@ int report(const util::Error& error) {
     return util::exit_status(error.kind);
 }
 
+util::Expected<std::vector<std::string>>
+list_or_say(std::span<redis::Connection> conns, std::string_view prefix, std::string_view pattern) {
+    auto found = lock::list_names(conns, prefix, pattern);
+    if (found.scanned == 0 && !found.failures.empty())
+        return std::unexpected(lock::unreadable_error(found.failures));
+    for (const auto& f : found.failures)
+        log::error("cannot list locks on {}: {}", f.server, f.error);
+    return std::move(found.names);
+}
+
 std::optional<int> unless_acquired(const util::Expected<job::Acquisition>& acquisition,
                                    int conflict_exit_code) {
     if (!acquisition)

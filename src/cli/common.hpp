@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,6 +21,12 @@ namespace redlock::cli {
 
 // Prints "redlock: message" and returns the error kind's exit status.
 int report(const util::Error& error);
+
+// The names of the locks matching `pattern` (lock::list_names). Each server that could not
+// be scanned is said once: as the error returned when none could (then nothing is listed),
+// otherwise on stderr next to what the others listed.
+[[nodiscard]] util::Expected<std::vector<std::string>>
+list_or_say(std::span<redis::Connection> conns, std::string_view prefix, std::string_view pattern);
 
 // -v shows every release; a release that did not reach a server is worth a note without
 // -v: the next holder there must wait for the TTL. Servers left behind once a majority

@@ -303,15 +303,11 @@ int status_command(const StatusOptions& options, const config::Config& config) {
 
 int list_command(const ListOptions& options, const config::Config& config) {
     auto conns = redis::connect_all(config.servers);
-    auto found = lock::list_names(conns, config.key_prefix, options.pattern);
-    // Each failure is said once: as the error when no server could be scanned (and then
-    // nothing on stdout), otherwise as a note next to what the others listed.
-    if (found.scanned == 0 && !found.failures.empty())
-        return report(lock::unreadable_error(found.failures));
-    for (const auto& f : found.failures)
-        log::error("cannot list locks on {}: {}", f.server, f.error);
+    auto names = list_or_say(conns, config.key_prefix, options.pattern);
+    if (!names)
+        return report(names.error());
     std::vector<lock::LockView> views;
-    for (const auto& name : found.names) {
+    for (const auto& name : *names) {
         auto view = lock::inspect(conns, config.key_prefix, name);
         // A minority of stale keys is not a held lock (it can be acquired); skip those.
         if (view.state != lock::LockState::free)

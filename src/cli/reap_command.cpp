@@ -36,16 +36,14 @@ int reap_command(const ReapOptions& options, const config::Config& config) {
                        "cannot tell this machine's boot (/etc/machine-id, "
                        "/proc/sys/kernel/random/boot_id): nothing reaped"});
     auto conns = redis::connect_all(config.servers);
-    auto listed = lock::list_names(conns, config.key_prefix, options.pattern);
-    if (listed.scanned == 0 && !listed.failures.empty())
-        return report(lock::unreadable_error(listed.failures));
-    for (const auto& f : listed.failures)
-        log::error("cannot list locks on {}: {}", f.server, f.error);
+    auto names = list_or_say(conns, config.key_prefix, options.pattern);
+    if (!names)
+        return report(names.error());
 
     const lock::Reaper by{here, config.history, config.history_max_age};
     std::vector<Found> found;
     bool unreleased = false;
-    for (const auto& name : listed.names) {
+    for (const auto& name : *names) {
         const auto view = lock::inspect(conns, config.key_prefix, name);
         for (auto& what : lock::reapable(view, here)) {
             Found f{name, view.limit, std::move(what), 0};
