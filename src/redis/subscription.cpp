@@ -180,7 +180,7 @@ bool Subscription::read_notices(size_t i, std::string_view bytes) {
             if (second) {
                 if (!m_standby &&
                     std::ranges::find(m_recent_releases, id) == m_recent_releases.end())
-                    m_standby = Pending{std::move(id), Clock::now() + k_standby};
+                    m_standby = Pending{std::move(id), Clock::now() + k_standby, freed};
                 continue;
             }
             if (freed > 0)
@@ -309,6 +309,8 @@ bool Subscription::expire(Clock::time_point now) {
     bool woken = false;
     if (m_standby && m_standby->deadline <= now) {
         remember(std::move(m_standby->id));
+        if (m_standby->freed > 0)
+            m_freed_permit = m_standby->freed;
         m_standby.reset();
         m_standby_woke = true;
         woken = true;

@@ -26,7 +26,8 @@ std::set<std::string> called_by(std::string_view source) {
 
 std::string without_fair_parts(std::string source) {
     for (std::string_view part :
-         {redlock::lock::k_fair_enrol.view(), redlock::lock::k_fair_leave.view()})
+         {redlock::lock::k_fair_enrol.view(), redlock::lock::k_fair_head_held.view(),
+          redlock::lock::k_fair_leave.view()})
         if (auto at = source.find(part); at != std::string::npos)
             source.erase(at, part.size());
     return source;

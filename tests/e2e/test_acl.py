@@ -237,9 +237,9 @@ class AclTest(E2ETest):
         # A refused command stops locking; it does not hand a lock to two holders.
         self.assertIn("found: locking fails where commands are refused\n", self.doctor_stdout)
         self.assertEqual(acl["level"], "risk")
-        self.assertIn("may not run one of PTTL GET SET INCR HSET DEL PEXPIRE (run, acquire, "
+        self.assertIn("may not run one of PTTL SET INCR DEL HSET PEXPIRE (run, acquire, "
                       "extend and release fail)", acl["message"])
-        self.assertIn("ACL SETUSER locker +pttl +get +set +incr +hset +del +pexpire", acl["message"])
+        self.assertIn("ACL SETUSER locker +pttl +set +incr +del +hset +pexpire +get", acl["message"])
         self.assertTrue(text.startswith("RISK acl"), text)
         # With DRYRUN, or MULTI (commands queued, then discarded), PEXPIRE is named.
         for extra, how in ((self.DRYRUN, "checked with"),

@@ -73,7 +73,8 @@ std::set<std::string> names_of(Commands commands, const Commands& more = {}) {
 std::pair<std::string, std::string> split_fair(std::string source) {
     std::string fair;
     for (std::string_view part :
-         {redlock::lock::k_fair_enrol.view(), redlock::lock::k_fair_leave.view()})
+         {redlock::lock::k_fair_enrol.view(), redlock::lock::k_fair_head_held.view(),
+          redlock::lock::k_fair_leave.view()})
         if (auto at = source.find(part); at != std::string::npos) {
             source.erase(at, part.size());
             fair += part;
@@ -335,6 +336,33 @@ TEST_CASE("with a queue, only its head acquires, and in ticket order on any serv
     }
 }
 
+TEST_CASE("the head of the queue takes a free lock with one look at the queue, and records "
+          "an attempt that finds it held") {
+    RedisServer server;
+    server.command({"SET", "lock:x", "holder", "PX", "60000"});
+    CHECK(held_with_pttl_near(fair(server, k_acquire_script, "head", "1"), 9000));
+    CHECK(held_with_pttl_near(fair(server, k_acquire_script, "next", "2"), 12000));
+    // The head, still held off: its attempt is recorded (the time it was last seen moves
+    // on), as a waiter's that is not the head.
+    server.command({"ZADD", "{lock:x}:waiting", "XX", "1000", "head"});
+    CHECK(held_with_pttl_near(fair(server, k_acquire_script, "head", "1"), 9000));
+    CHECK(std::stoll(server.command({"ZSCORE", "{lock:x}:waiting", "head"})) >
+          server_ms(server) - 10000);
+    // Free: the head takes it with no TIME, no enrolment, no renewal, and leaves.
+    server.command({"DEL", "lock:x"});
+    server.command({"CONFIG", "RESETSTAT"});
+    CHECK(fair(server, k_acquire_script, "head", "1") == "1");
+    const auto stats = server.command({"INFO", "commandstats"});
+    for (const char* unused : {"cmdstat_time:", "cmdstat_zadd:", "cmdstat_pexpire:"}) {
+        CAPTURE(unused);
+        CHECK(stats.find(unused) == std::string::npos);
+    }
+    CHECK(stats.find("cmdstat_zrange:calls=1,") != std::string::npos);
+    CHECK(stats.find("cmdstat_pttl:calls=1,") != std::string::npos); // the lock's alone
+    CHECK(server.command({"ZRANGE", "{lock:x}:queue", "0", "-1"}) == "[next]");
+    CHECK(server.command({"ZSCORE", "{lock:x}:waiting", "head"}) == "(nil)");
+}
+
 TEST_CASE("a silent waiter at the head of the queue is dropped") {
     RedisServer server;
     server.command({"ZADD", "{lock:x}:queue", "1", "dead"});
@@ -460,6 +488,21 @@ TEST_CASE("a fence counter that is not a number is an error, never read as zero"
         CHECK(server.command({"EXISTS", "lock:x"}) == "0");
         CHECK(server.command({"GET", "{lock:x}:fence"}) == bad);
     }
+    server.command({"SET", "{lock:x}:fence", "999999999999999999"}); // the next is 10^18
+    CHECK(eval(server, k_acquire_script, {"t1", "60000"}).find("is not a number") !=
+          std::string::npos);
+    CHECK(server.command({"GET", "{lock:x}:fence"}) == "999999999999999999");
+}
+
+TEST_CASE("a won attempt takes its fence with one INCR, and reads no counter first") {
+    RedisServer server;
+    server.command({"SET", "{lock:x}:fence", "41"});
+    server.command({"CONFIG", "RESETSTAT"});
+    REQUIRE(eval(server, k_acquire_script, {"t1", "60000", "host", "h"}) == "42");
+    const auto stats = server.command({"INFO", "commandstats"});
+    CHECK(stats.find("cmdstat_get:") == std::string::npos);
+    CHECK(stats.find("cmdstat_incr:calls=1,") != std::string::npos);
+    CHECK(server.command({"HGET", "{lock:x}:meta", "fence"}) == "42");
 }
 
 namespace {
@@ -494,9 +537,12 @@ TEST_CASE("a permit is one lock of its own, and the name's set tracks its holder
     CHECK(server.command({"ZRANGE", "lock:x", "0", "-1"}) == "[a, b]");
     CHECK(server.command({"GET", "{lock:x}:limit"}) == "3");
     CHECK(server.command({"HGET", "{lock:x}:permit:1:meta", "fence"}) == "1");
+    // The set's expiry: the end of the sixteenth of b's lease in which b's lease ends.
     auto pttl = std::stoll(server.command({"PTTL", "lock:x"}));
     CHECK(pttl > 50000);
-    CHECK(pttl <= 60000);
+    CHECK(pttl <= 60000 + 60000 / 16);
+    CHECK(server.command({"PEXPIRETIME", "lock:x"}) ==
+          server.command({"PEXPIRETIME", "{lock:x}:limit"}));
     // Round 1 over several servers: the same increment.
     CHECK(take(server, 3, "d", "3", "0") == "1");
     CHECK(server.command({"GET", "{lock:x}:permit:3:fence"}) == "1");
@@ -550,6 +596,61 @@ TEST_CASE("every permit held: no permit is tried, the reply says so, and a waite
     CHECK(server.command({"HGET", "{lock:x}:permit:1:meta", "host"}) == "h");
 }
 
+TEST_CASE("a permit's fence counter that is not a number is an error, and nothing is taken") {
+    RedisServer server;
+    for (const char* bad : {"banana", "-5", "1000000000000000000"}) {
+        CAPTURE(bad);
+        server.command({"SET", "{lock:x}:permit:1:fence", bad});
+        CHECK(take(server, 1, "a").find("is not a number") != std::string::npos);
+        CHECK(server.command({"EXISTS", "{lock:x}:permit:1", "lock:x", "{lock:x}:limit",
+                              "{lock:x}:permit:1:meta"}) == "0");
+        CHECK(server.command({"GET", "{lock:x}:permit:1:fence"}) == bad);
+    }
+    // Other permits are not held up by it.
+    CHECK(take(server, 2, "a") == "1");
+}
+
+TEST_CASE("every permit held: a set with no lease over is not pruned, one with is") {
+    RedisServer server;
+    REQUIRE(take(server, 1, "a", "2") == "1");
+    REQUIRE(take(server, 2, "b", "2") == "1");
+    server.command({"CONFIG", "RESETSTAT"});
+    CHECK(redlock::lock::every_permit_held(std::stoll(take(server, 1, "c", "2"))));
+    CHECK(server.command({"INFO", "commandstats"}).find("cmdstat_zremrangebyscore") ==
+          std::string::npos);
+    // a's lease is over by the server's clock: dropped, and its permit's key (still there,
+    // as a holder's key is until it expires) is what the attempt then finds.
+    server.command({"ZADD", "lock:x", "1", "a"});
+    server.command({"DEL", "{lock:x}:permit:1"});
+    CHECK(take(server, 1, "c", "2") == "2");
+    CHECK(server.command({"ZRANGE", "lock:x", "0", "-1"}) == "[b, c]");
+}
+
+TEST_CASE("a permit's release wakes the --fair queue only when it leaves the name free") {
+    RedisServer server;
+    REQUIRE(take(server, 1, "a", "2") == "1");
+    REQUIRE(take(server, 2, "b", "2") == "1");
+    auto release = [&](int permit, const std::string& token) {
+        const auto base = "{lock:x}:permit:" + std::to_string(permit);
+        return server.command({"EVAL", std::string(redlock::lock::k_release_permit_script.source),
+                               "7", base, base + ":meta", base + ":fence", "lock:x",
+                               "{lock:x}:limit", "{lock:x}:waiters", "{lock:x}:queue", token,
+                               "{lock:x}:released", "{lock:x}:w:", "1", std::to_string(permit)});
+    };
+    auto zranges = [&] {
+        const auto stats = server.command({"INFO", "commandstats"});
+        const auto at = stats.find("cmdstat_zrange:calls=");
+        return at == std::string::npos ? 0 : std::stoi(stats.substr(at + 21));
+    };
+    server.command({"CONFIG", "RESETSTAT"});
+    REQUIRE(release(1, "a") == "1");
+    CHECK(zranges() == 1); // the wait list alone: b still holds a permit
+    server.command({"CONFIG", "RESETSTAT"});
+    REQUIRE(release(2, "b") == "1");
+    CHECK(zranges() == 2); // the name is free: the --fair queue's waiters may take it
+    CHECK(server.command({"EXISTS", "lock:x", "{lock:x}:limit"}) == "0");
+}
+
 TEST_CASE("a permit is not given while a plain lock holds the name") {
     RedisServer server;
     server.command({"SET", "lock:x", "plain", "PX", "60000"});
@@ -588,6 +689,25 @@ TEST_CASE("renewing and releasing a permit keep the name's set in step") {
                         {"e", "10000", "3", "1", "host", "h"}) == "1");
     CHECK(std::stoll(server.command({"PTTL", "lock:x"})) > 50000);
     CHECK(std::stoll(server.command({"PTTL", "{lock:x}:limit"})) > 50000);
+}
+
+TEST_CASE("acquisitions within a sixteenth of a lease move the set's expiry once, and the "
+          "limit's with it") {
+    RedisServer server;
+    REQUIRE(take(server, 1, "a") == "1");
+    // Holders, and a set's expiry that ends a sixteenth: the next acquisitions (well within
+    // that sixteenth: its end is an hour away) need not move it.
+    const long long until = server_ms(server) + 3600000;
+    const auto at = std::to_string(until - until % (60000 / 16) + 60000 / 16);
+    server.command({"PEXPIREAT", "lock:x", at});
+    server.command({"PEXPIREAT", "{lock:x}:limit", at});
+    server.command({"CONFIG", "RESETSTAT"});
+    REQUIRE(take(server, 2, "b") == "1");
+    REQUIRE(take(server, 3, "c") == "1");
+    const auto stats = server.command({"INFO", "commandstats"});
+    CHECK(stats.find("cmdstat_pexpireat:calls=2,") != std::string::npos); // the set's alone
+    CHECK(server.command({"PEXPIRETIME", "lock:x"}) == at);
+    CHECK(server.command({"PEXPIRETIME", "{lock:x}:limit"}) == at);
 }
 
 TEST_CASE("holders whose lease is over are dropped when they would fill every permit") {

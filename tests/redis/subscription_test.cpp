@@ -180,9 +180,14 @@ TEST_CASE("a permit's release names the permit it freed, to the first in line on
     CHECK(wakes(sub, b, "released 0123456789ab p3")); // the same release: one ID
     CHECK(sub.take_freed_permit() == 3);
     CHECK(sub.take_freed_permit() == 0); // told once
-    // Second in line: it only looks a moment later, and is told no permit.
+    // Second in line: it only looks a moment later, and is told the permit then (the
+    // first in line may have taken it: it looks first, Lock::looks_free).
     CHECK_FALSE(wakes(sub, a, "released 1123456789ab p2 next"));
     CHECK(sub.take_freed_permit() == 0);
+    REQUIRE(sub.next_deadline().has_value());
+    CHECK(sub.expire(*sub.next_deadline()));
+    CHECK(sub.standby_woke());
+    CHECK(sub.take_freed_permit() == 2);
     // Not a permit's number: part of the ID, as an older waiter reads it.
     CHECK_FALSE(wakes(sub, a, "released 2123456789ab px"));
     CHECK(wakes(sub, b, "released 2123456789ab px"));
