@@ -183,7 +183,10 @@ bool Subscription::read_notices(size_t i, std::string_view bytes) {
                     m_standby = Pending{std::move(id), Clock::now() + k_standby, freed};
                 continue;
             }
-            if (freed > 0)
+            // The first one heard, not the last: a waiter told of a second release before
+            // it tried (a stuck one is told again, k_wake) tries the permit it heard of
+            // first, and the one the second release woke first tries the second's.
+            if (freed > 0 && m_freed_permit == 0)
                 m_freed_permit = freed;
             if (m_primary && i == *m_primary) {
                 std::erase_if(m_pending, [&](const Pending& p) { return p.id == id; });
@@ -309,7 +312,7 @@ bool Subscription::expire(Clock::time_point now) {
     bool woken = false;
     if (m_standby && m_standby->deadline <= now) {
         remember(std::move(m_standby->id));
-        if (m_standby->freed > 0)
+        if (m_standby->freed > 0 && m_freed_permit == 0)
             m_freed_permit = m_standby->freed;
         m_standby.reset();
         m_standby_woke = true;

@@ -83,9 +83,9 @@ class Subscription {
     void hear_again();
     // Whether the last news was a "next" notice's: look (Lock::looks_free) before trying.
     [[nodiscard]] bool standby_woke() { return std::exchange(m_standby_woke, false); }
-    // The --limit permit (1..N) the last release heard freed ("released ID pI"; to the
-    // second in line when its moment comes: it looks there first, as the first did; 0: none
-    // said), since the last call.
+    // The --limit permit (1..N) the first release heard since the last call freed
+    // ("released ID pI"; to the second in line when its moment comes: it looks there
+    // first, as the first did; 0: none said).
     [[nodiscard]] size_t take_freed_permit() { return std::exchange(m_freed_permit, 0); }
     // Who took the lock away with `release --force`, when one said so ("forced ID HOST PID
     // USER" on the channel, ID the token's lock::release_id): what a holder listening to

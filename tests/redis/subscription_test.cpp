@@ -180,6 +180,13 @@ TEST_CASE("a permit's release names the permit it freed, to the first in line on
     CHECK(wakes(sub, b, "released 0123456789ab p3")); // the same release: one ID
     CHECK(sub.take_freed_permit() == 3);
     CHECK(sub.take_freed_permit() == 0); // told once
+    // Two releases heard before it tried: the first one's permit (the second release woke
+    // another first, for its own).
+    for (const char* notice : {"released 3123456789ab p1", "released 4123456789ab p4"}) {
+        CHECK_FALSE(wakes(sub, a, notice));
+        CHECK(wakes(sub, b, notice));
+    }
+    CHECK(sub.take_freed_permit() == 1);
     // Second in line: it only looks a moment later, and is told the permit then (the
     // first in line may have taken it: it looks first, Lock::looks_free).
     CHECK_FALSE(wakes(sub, a, "released 1123456789ab p2 next"));
