@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <limits>
+#include <utility>
 
 #include "lock/lock.hpp"
 #include "lock/scripts.hpp"
@@ -25,8 +26,10 @@ void Lock::enlist() {
 }
 
 bool Lock::listed() {
+    // In the --fair queue, ZRANK: it says where as well, which queue_position() then
+    // need not ask again.
     const std::string key = m_ticket ? queue_key() : m_name.waiters;
-    const std::array<std::string_view, 3> argv{"ZSCORE", key, m_waiter};
+    const std::array<std::string_view, 3> argv{m_ticket ? "ZRANK" : "ZSCORE", key, m_waiter};
     auto now = Clock::now();
     const std::string command = redis::encode_command(argv);
     for (auto& c : m_conns)
@@ -41,11 +44,14 @@ bool Lock::listed() {
     std::optional<Clock::time_point> until;
     auto decided = [&] {
         found = missing = 0;
+        m_known_position.reset();
         for (const auto& c : m_conns)
             if (!c.busy() && c.outcome() && c.outcome()->reply) {
-                const auto type = c.outcome()->reply->type;
-                found += type == REDIS_REPLY_STRING;
-                missing += type == REDIS_REPLY_NIL;
+                const auto& reply = c.outcome()->reply;
+                found += reply->type == REDIS_REPLY_STRING || reply->type == REDIS_REPLY_INTEGER;
+                missing += reply->type == REDIS_REPLY_NIL;
+                if (reply->type == REDIS_REPLY_INTEGER)
+                    m_known_position = std::max(m_known_position.value_or(0), reply->integer);
             }
         if (missing > 0)
             return true;
@@ -55,7 +61,10 @@ bool Lock::listed() {
     };
     (void)redis::wait(m_conns, decided, -1, &until);
     (void)decided(); // the last reply may have ended the round unjudged
-    return missing == 0 && found >= majority;
+    const bool listed = missing == 0 && found >= majority;
+    if (!listed)
+        m_known_position.reset();
+    return listed;
 }
 
 bool Lock::looks_free() {
@@ -119,6 +128,8 @@ util::Expected<long long> Lock::take_ticket() {
 std::optional<long long> Lock::queue_position() {
     if (!m_ticket)
         return std::nullopt;
+    if (auto known = std::exchange(m_known_position, std::nullopt))
+        return known; // listed() just read it
     const std::string key = queue_key();
     const std::array<std::string_view, 3> argv{"ZRANK", key, m_waiter};
     // Where we are not enrolled yet (nil, not an integer) we do not count; of the others,

@@ -133,7 +133,8 @@ class Lock {
     // by itself.
     [[nodiscard]] util::Expected<long long> take_ticket();
     void leave_queue();
-    // Our place in the queue, 0 at its head, as a majority of the servers see it.
+    // Our place in the queue, 0 at its head, as a majority of the servers see it (the
+    // first time after listed(), as that saw it).
     [[nodiscard]] std::optional<long long> queue_position();
     // A waiter whose last attempt is older than this is dropped from the queue; waiters
     // attempt at least every k_fair_heartbeat.
@@ -281,6 +282,9 @@ class Lock {
     size_t m_attempts = 0;
     long long m_fence = 0;
     std::optional<long long> m_ticket; // --fair
+    // Our place in the queue as listed() last read it (the furthest back), for the next
+    // queue_position() alone.
+    std::optional<long long> m_known_position;
     std::function<void(const Lock&)> m_before_attempt;
     std::vector<std::string> m_holder;
     Millis m_ttl;

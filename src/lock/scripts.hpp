@@ -105,7 +105,9 @@ if #KEYS > 3 then first = 7 end
 // alone before the lock: one that takes the lock leaves the queue, so its attempt needs
 // no recording (nor the server's TIME, nor a look at the queue's TTL); one that finds it
 // held records it then (k_fair_head_held). So a hand-over costs the queue one ZRANGE
-// before the SET, not five commands.
+// before the SET, not five commands. Another waiter's attempt knows the head from that
+// same look (with its ticket: a newcomer with a smaller one is the head now), and reads it
+// again only after dropping a silent one.
 inline constexpr auto k_fair_enrol =
     fair_only(join(fragment(R"lua(local fair_head = false
 local function attempted(now)
@@ -114,7 +116,11 @@ local function attempted(now)
     for i = 4, 6 do redis.call("pexpire", KEYS[i], tonumber(ARGV[4]) * 10) end
   end
 end
-if #KEYS == 6 then fair_head = redis.call("zrange", KEYS[4], 0, 0)[1] == ARGV[5] end
+local top = {}
+if #KEYS == 6 then
+  top = redis.call("zrange", KEYS[4], 0, 0, "WITHSCORES")
+  fair_head = top[1] == ARGV[5]
+end
 if #KEYS == 6 and not fair_head then
 )lua"),
                    indented<k_server_now, 2>,
@@ -122,9 +128,9 @@ if #KEYS == 6 and not fair_head then
   local fresh = redis.call("zadd", KEYS[4], "NX", ARGV[3], ARGV[5]) == 1
   if fresh and tonumber(redis.call("get", KEYS[6]) or 0) < tonumber(ARGV[3]) then redis.call("set", KEYS[6], ARGV[3], "KEEPTTL") end
   attempted(now)
-  while true do
-    local head = redis.call("zrange", KEYS[4], 0, 0)[1]
-    if head == nil or head == ARGV[5] then break end
+  local head = top[1]
+  if fresh and (head == nil or tonumber(top[2]) > tonumber(ARGV[3]) or (tonumber(top[2]) == tonumber(ARGV[3]) and ARGV[5] < head)) then head = ARGV[5] end
+  while head and head ~= ARGV[5] do
     local seen = tonumber(redis.call("zscore", KEYS[5], head))
     if seen and seen > now + 1 then
       seen = now
@@ -146,6 +152,7 @@ if #KEYS == 6 and not fair_head then
     end
     redis.call("zrem", KEYS[4], head)
     redis.call("zrem", KEYS[5], head)
+    head = redis.call("zrange", KEYS[4], 0, 0)[1]
   end
 end
 )lua",

@@ -361,6 +361,13 @@ TEST_CASE("the head of the queue takes a free lock with one look at the queue, a
     CHECK(stats.find("cmdstat_pttl:calls=1,") != std::string::npos); // the lock's alone
     CHECK(server.command({"ZRANGE", "{lock:x}:queue", "0", "-1"}) == "[next]");
     CHECK(server.command({"ZSCORE", "{lock:x}:waiting", "head"}) == "(nil)");
+    // A newcomer behind a live head: the one look at the head serves the whole attempt.
+    server.command({"SET", "lock:x", "holder", "PX", "60000"});
+    server.command({"CONFIG", "RESETSTAT"});
+    CHECK(redlock::lock::held_pttl(std::stoll(fair(server, k_acquire_script, "late", "3"))) > 2000);
+    CHECK(server.command({"INFO", "commandstats"}).find("cmdstat_zrange:calls=1,") !=
+          std::string::npos);
+    CHECK(server.command({"ZRANGE", "{lock:x}:queue", "0", "-1"}) == "[next, late]");
 }
 
 TEST_CASE("a silent waiter at the head of the queue is dropped") {
