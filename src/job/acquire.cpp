@@ -433,8 +433,10 @@ util::Expected<Acquisition> wait_and_acquire(lock::Lock& lock, std::string_view 
             if (int sig = sleep_interruptibly(signals, std::min(until, next),
                                               notices ? &*notices : nullptr, &noticed))
                 return Acquisition{Acquisition::Outcome::interrupted, sig};
-            // Second in line: only if the first has not taken it by now.
+            // Second in line: only if the first has not taken it by now (and then the
+            // permit it freed is no news either).
             if (noticed && notices->standby_woke() && !lock.looks_free()) {
+                (void)notices->take_freed_permit();
                 noticed = false;
                 continue;
             }

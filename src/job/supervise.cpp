@@ -69,6 +69,13 @@ class Supervisor {
             if (rc < 0 && errno != EINTR)
                 return give_up(util::format("poll: {}", std::strerror(errno)));
             now = Clock::now();
+            // Back past the lease's end by more than the watchdog's grace (redlock stopped
+            // or starved there): the watchdog has signalled PROGRAM by now, on that end. A
+            // renewal whose reply comes in this same wake cannot undo that: the lease is
+            // lost here, before the reply is read, and the run ends as lost (79), not as
+            // PROGRAM's TERM.
+            if (!m_lost && now >= term_at() + process::Watchdog::k_term_grace)
+                lose(now, ran_out_why(), false);
             const std::span<const pollfd> all(fds);
             // The notices first: who forced a release is known before a renewal's "not
             // ours" that came in the same wake is reported.

@@ -283,7 +283,7 @@ class Lock {
     long long m_fence = 0;
     std::optional<long long> m_ticket; // --fair
     // Our place in the queue as listed() last read it (the furthest back), for the next
-    // queue_position() alone.
+    // queue_position() alone, before the next attempt.
     std::optional<long long> m_known_position;
     std::function<void(const Lock&)> m_before_attempt;
     std::vector<std::string> m_holder;

@@ -49,6 +49,7 @@ const Script& Lock::renew_script() const {
 
 util::Expected<AcquireResult> Lock::acquire(int interrupt_fd, bool leader_first,
                                             const HistoryRecord* skip) {
+    m_known_position.reset(); // listed()'s, for the waiting line of the attempt before
     if (m_limit == 0) {
         auto attempt = acquire_key(interrupt_fd, leader_first, skip);
         if (skip)

@@ -22,20 +22,20 @@ if fence and fence ~= "0" and not (#fence <= 18 and string.match(fence, "^[1-9]%
 
 // Right after a successful SET of KEYS[1]: the next fence, INCR of the counter (KEYS[3]),
 // into `fence`. A counter INCR refuses (not an integer as INCR writes it: "007", "5.0",
-// "banana") or one that gives no fence from 1 to 10^18 - 1 (a negative counter; one that
-// large is no counter of ours) is an error, never read as 0: the INCR is undone, and the
-// SET, so that the script has written nothing. Any other failure of the INCR (an ACL that
-// refuses it) is returned as it came, after the same undoing. Taking the fence this way,
-// not reading the counter before the SET, costs a won attempt one command less
-// (bench/crowd.sh counts them). (A Lua pcall around redis.call, not redis.pcall: the INCR
-// is a command the script needs, as doctor checks, not one it may do without.)
+// "banana"; or at 2^63 - 1) or one that gives no fence from 1 to 10^18 - 1 (a negative counter; one
+// that large is no counter of ours) is an error, never read as 0: the INCR is undone, and the SET,
+// so that the script has written nothing. Any other failure of the INCR (an ACL that refuses it) is
+// returned as it came, after the same undoing. Taking the fence this way, not reading the counter
+// before the SET, costs a won attempt one command less (bench/crowd.sh counts them). (A Lua pcall
+// around redis.call, not redis.pcall: the INCR is a command the script needs, as doctor checks, not
+// one it may do without.)
 inline constexpr auto k_fence_take =
     fragment(R"lua(local took, fence = pcall(function() return redis.call("incr", KEYS[3]) end)
 if not took or fence < 1 or fence >= 1e18 then
   if took then redis.pcall("decr", KEYS[3]) end
   redis.call("del", KEYS[1])
   local why = type(fence) == "table" and fence.err or tostring(fence)
-  if not took and not string.find(why, "not an integer", 1, true) then return redis.error_reply(why) end
+  if not took and not string.find(why, "integer", 1, true) and not string.find(why, "overflow", 1, true) then return redis.error_reply(why) end
   return redis.error_reply("ERR fence counter " .. KEYS[3] .. " is not a number")
 end
 )lua",

@@ -55,7 +55,7 @@ constexpr long long k_in_cgroup = 2;   // PROGRAM is in the cgroup the watchdog 
 
 // How long after term_at the watchdog leaves to redlock, which signals at term_at itself
 // when it is running: one TERM, not two.
-constexpr long long k_term_grace_ns = 100'000'000;
+constexpr long long k_term_grace_ns = Watchdog::k_term_grace.count();
 
 // The largest tree the watchdog follows (the rest, if a pass finds more, the next pass).
 // The arrays are touched only as far as the tree goes, so their size costs address

@@ -30,6 +30,7 @@
 // turn (pipe_fd): a watchdog that dies makes redlock stop PROGRAM. If the watchdog itself
 // is killed or stopped as well as redlock, nothing is left to act: see SAFETY in redlock(1).
 
+#include <chrono>
 #include <cstdint>
 #include <sys/types.h>
 
@@ -67,6 +68,10 @@ class Watchdog {
     [[nodiscard]] static util::Expected<Watchdog> start(const Cgroup* cgroup, int will_fd);
 
     [[nodiscard]] pid_t pid() const { return m_pid; }
+    // How long after the TERM deadline the watchdog sends TERM itself: redlock, when it
+    // runs, signals at the deadline, and the watchdog sends none. A redlock back (from a
+    // stop, from starvation) later than this finds PROGRAM signalled by the watchdog.
+    static constexpr std::chrono::nanoseconds k_term_grace{100'000'000};
     // The write end of the pipe to the watchdog: poll() reports POLLERR on it once the
     // watchdog is gone (no reader left). -1 once disarmed.
     [[nodiscard]] int pipe_fd() const { return m_pipe.get(); }

@@ -185,8 +185,9 @@ bool Subscription::read_notices(size_t i, std::string_view bytes) {
             }
             // The first one heard, not the last: a waiter told of a second release before
             // it tried (a stuck one is told again, k_wake) tries the permit it heard of
-            // first, and the one the second release woke first tries the second's.
-            if (freed > 0 && m_freed_permit == 0)
+            // first, and the one the second release woke first tries the second's. A
+            // release already news (another server's late copy of it) says nothing new.
+            if (freed > 0 && m_freed_permit == 0 && !already_news(id))
                 m_freed_permit = freed;
             if (m_primary && i == *m_primary) {
                 std::erase_if(m_pending, [&](const Pending& p) { return p.id == id; });
@@ -206,6 +207,11 @@ bool Subscription::read_notices(size_t i, std::string_view bytes) {
         m_released = true;
         m_standby.reset(); // first in line now, or the lock changed: worth a try at once
     }
+}
+
+bool Subscription::already_news(const std::string& id) const {
+    return std::ranges::find(m_recent_releases, id) != m_recent_releases.end() ||
+           std::ranges::any_of(m_heard, [&](const Heard& h) { return h.told && h.id == id; });
 }
 
 bool Subscription::heard_from_majority(const std::string& id) {

@@ -129,6 +129,8 @@ class Subscription {
     std::optional<std::string> m_forced_about;
     bool m_released = false; // drain() read a release notice
     void remember(std::string id);
+    // Whether the release `id` was news already (a late copy of it says nothing new).
+    [[nodiscard]] bool already_news(const std::string& id) const;
     // Without a primary: whether this notice of release `id` makes it news (a majority
     // of the servers listened to have announced it; else expire() makes it news once
     // k_majority_grace has passed since the first).

@@ -484,8 +484,8 @@ TEST_CASE("a fence counter that is not a number is an error, never read as zero"
     // Lua's tonumber() takes all but the first; INCR none of them, and a negative counter
     // would give fences below 1.
     // Nor 10^18 and above: the INCR after the SET must not fail (2^63 - 1 is its limit).
-    for (const char* bad :
-         {"garbage", "007", "-5", "5.0", "1e3", "+5", " 5", "1000000000000000000"}) {
+    for (const char* bad : {"garbage", "007", "-5", "5.0", "1e3", "+5", " 5", "1000000000000000000",
+                            "9223372036854775807"}) {
         CAPTURE(bad);
         server.command({"SET", "{lock:x}:fence", bad});
         CHECK(eval(server, k_acquire_script, {"t1", "60000"}).find("is not a number") !=
