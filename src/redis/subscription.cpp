@@ -193,7 +193,7 @@ bool Subscription::read_notices(size_t i, std::string_view bytes) {
                 std::erase_if(m_pending, [&](const Pending& p) { return p.id == id; });
                 remember(std::move(id));
             } else if (m_primary) {
-                if (std::ranges::find(m_recent_releases, id) != m_recent_releases.end())
+                if (already_news(id))
                     continue; // the primary said it first
                 if (m_fds[*m_primary]) {
                     if (std::ranges::find(m_pending, id, &Pending::id) == m_pending.end())
