@@ -191,8 +191,10 @@ struct Stat {
 
 // Process `pid`'s stat line ("pid (comm) S ppid pgrp session ... num_threads (20) ...
 // starttime (22) ... exit_signal (38)"; comm may hold anything, so the fields are counted
-// from the last ')'). False if it is gone, or dead already: a zombie has nothing left to
-// signal, and no children.
+// from the last ')'). False if it is gone, or dead already: a zombie whose threads have
+// all ended has nothing left to signal, and no children. A zombie leader with threads
+// left (its main thread called pthread_exit) is alive: those threads work on, fork, and
+// are reached by a signal to its pid, and the threads it counts include the leader.
 WATCHDOG_CODE bool read_stat(int proc, pid_t pid, Stat& out) {
     char path[32];
     *put(put(path, static_cast<unsigned long long>(pid)), "/stat") = '\0';
@@ -210,8 +212,9 @@ WATCHDOG_CODE bool read_stat(int proc, pid_t pid, Stat& out) {
         --s;
     if (s == buf || end - s < 4 || s[0] != ' ' || s[2] != ' ')
         return false;
-    if (s[1] == 'Z' || s[1] == 'X')
+    if (s[1] == 'X')
         return false;
+    const bool zombie = s[1] == 'Z';
     s += 3; // " S ": at field 4
     bool started = false;
     for (int field = 4; field <= 38 && s < end; ++field) {
@@ -228,7 +231,7 @@ WATCHDOG_CODE bool read_stat(int proc, pid_t pid, Stat& out) {
             break;
         ++s;
     }
-    return started;
+    return started && (!zombie || out.threads > 1);
 }
 
 // Appends to `out` (from `n`, up to `max`) the pids in /proc/<path> (a children file:

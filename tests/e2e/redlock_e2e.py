@@ -97,15 +97,17 @@ def wait_until(predicate, timeout=10.0, interval=0.01, message="condition", proc
 
 
 def pid_alive(pid):
-    """True while process `pid` exists and is not a zombie."""
+    """True while process `pid` exists and is not dead: a zombie is dead, unless it is a
+    leader whose other threads live on (its main thread called pthread_exit)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             stat = f.read()
     except (FileNotFoundError, ProcessLookupError):
         return False
-    # The state follows the last ')' (the command name may contain one).
-    state = stat[stat.rindex(b")") + 2:][:1]
-    return state not in (b"Z", b"X")
+    # The state follows the last ')' (the command name may contain one); num_threads is
+    # the 20th field, the 18th from the state.
+    fields = stat[stat.rindex(b")") + 2:].split()
+    return fields[0] not in (b"Z", b"X") or (fields[0] == b"Z" and int(fields[17]) > 1)
 
 
 def read_pid_file(path, timeout=10.0, proc=None):

@@ -40,15 +40,63 @@ wait
 DAEMON = (r'''setsid sh -c 'echo $$ > "$1/daemon.tmp" && mv "$1/daemon.tmp" "$1/daemon"; '''
           r'''exec sleep 600' sh "$d" &''')
 
-# PROGRAM for the second holder: which of the pids in the files of $1 are still alive.
+# PROGRAM for the second holder: which of the pids in the files of $1 are still alive (a
+# zombie is dead, unless it is a leader whose other threads live on).
 CHECK = r'''
-for f in "$1"/program "$1"/child "$1"/group "$1"/daemon; do
+for f in "$1"/program "$1"/child "$1"/group "$1"/daemon "$1"/zl; do
     [ -e "$f" ] || continue
     p=$(cat "$f")
     s=$(sed 's/.*) //' /proc/$p/stat 2>/dev/null | cut -c1)
-    if [ -n "$s" ] && [ "$s" != Z ]; then echo "alive: $(basename "$f") $p"; fi
+    t=$(sed -n 's/^Threads:[[:space:]]*//p' /proc/$p/status 2>/dev/null)
+    if [ -n "$s" ] && { [ "$s" != Z ] || [ "${t:-1}" -gt 1 ]; }; then
+        echo "alive: $(basename "$f") $p"
+    fi
 done
 echo checked
+'''
+
+# A process that leaves PROGRAM's process group (as timeout(1) does) and whose main thread
+# then ends with pthread_exit, an ordinary idiom: /proc shows its leader as a zombie while
+# its other thread appends a line to $1/beat every 100 ms. Its pid goes to $1/zl.
+ZOMBIE_LEADER_C = r'''
+#include <pthread.h>
+#include <stdio.h>
+#include <unistd.h>
+
+static char beat[4096];
+
+static void *beating(void *unused) {
+    (void)unused;
+    for (;;) {
+        FILE *f = fopen(beat, "a");
+        if (f) {
+            fputs("beat\n", f);
+            fclose(f);
+        }
+        usleep(100000);
+    }
+    return NULL;
+}
+
+int main(int argc, char **argv) {
+    char tmp[4096], done[4096];
+    if (argc != 2)
+        return 2;
+    snprintf(beat, sizeof beat, "%s/beat", argv[1]);
+    snprintf(tmp, sizeof tmp, "%s/zl.tmp", argv[1]);
+    snprintf(done, sizeof done, "%s/zl", argv[1]);
+    setpgid(0, 0);
+    pthread_t thread;
+    if (pthread_create(&thread, NULL, beating, NULL) != 0)
+        return 1;
+    FILE *f = fopen(tmp, "w");
+    if (!f)
+        return 1;
+    fprintf(f, "%d\n", (int)getpid());
+    fclose(f);
+    rename(tmp, done);
+    pthread_exit(NULL);
+}
 '''
 
 # PROGRAMs for the terminal tests: a loop that touches a heartbeat, in a child that leaves
@@ -144,6 +192,19 @@ class KilledRedlockTest(E2ETest):
         self.server = self.redis_server()
         self.global_args = ["-s", self.server.url()]
 
+    def compile_c(self, source, name):
+        """Builds a C program for the test with cc, or skips the test without one."""
+        cc = shutil.which("cc")
+        if not cc:
+            self.skipTest("no C compiler (cc) to build the test's helper program")
+        d = self.mkdtemp("cc-")
+        with open(os.path.join(d, name + ".c"), "w") as f:
+            f.write(source)
+        exe = os.path.join(d, name)
+        subprocess.run([cc, "-O", "-pthread", "-o", exe, exe + ".c"], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        return exe
+
     def cgroup_available(self):
         r = self.run_redlock(self.global_args + ["-v", "run", "-k", "probe", "--", "true"])
         self.assertStatus(r, 0)
@@ -199,6 +260,30 @@ class KilledRedlockTest(E2ETest):
         for what, pid in pids.items():
             wait_until(lambda: not pid_alive(pid), 10, message=f"{what} ({pid}) to die")
         self.assertNothingRunsUnderTheNextHolder("nocgdaemon", d, env=env)
+
+    def test_without_a_cgroup_a_process_whose_main_thread_ended_is_alive_till_killed(self):
+        # Its leader shows as a zombie in /proc while a thread works on; it left PROGRAM's
+        # process group. A watchdog that took every zombie for dead neither killed nor
+        # counted it, and the lock went to the next holder at once, under its beat.
+        env = self.env({"REDLOCK_NO_CGROUP": "1"})
+        zl = self.compile_c(ZOMBIE_LEADER_C, "zl")
+        d = self.mkdtemp("zl-")
+        program = 'echo $$ > "$2/program.tmp" && mv "$2/program.tmp" "$2/program"; "$1" "$2"; true'
+        proc = self.start_redlock(self.global_args + ["run", "-k", "zl", "-t", "60s", "--",
+                                                      "sh", "-c", program, "sh", zl, d], env=env)
+        pids = {what: read_pid_file(f"{d}/{what}", proc=proc) for what in ("program", "zl")}
+        for pid in pids.values():
+            self.kill_at_cleanup(pid)
+        # The case at hand: a zombie leader, its thread beating, outside PROGRAM's group.
+        wait_until(lambda: stat_fields(pids["zl"])[0] == b"Z", 10,
+                   message="the helper's main thread to end")
+        self.assertTrue(pid_alive(pids["zl"]))
+        self.assertNotEqual(stat_fields(pids["zl"])[2], stat_fields(pids["program"])[2])
+        dog = self.watchdog_of(proc, pids)
+        wait_for_watchdog_to_look(dog)
+        proc.send_signal(signal.SIGKILL)
+        self.assertEqual(proc.wait(10), -signal.SIGKILL)
+        self.assertNothingRunsUnderTheNextHolder("zl", d, env=env)
 
     def test_with_a_terminal_and_no_cgroup_a_child_that_left_the_group_dies_with_redlock(self):
         # On a terminal PROGRAM stays in the terminal's session (for job control), so
