@@ -127,7 +127,7 @@ REDLOCK_RAW_CODE bool remove_cgroup_tree(int parent, const char* name) {
     return remove_cgroup_tree_at(parent, name, 0);
 }
 
-std::optional<std::string> own_cgroup_directory(std::string& why_not) {
+std::optional<CgroupPlace> own_cgroup(std::string& why_not) {
     auto mount = cgroup2_mount();
     if (!mount) {
         why_not = "no cgroup v2 file system is mounted";
@@ -146,10 +146,10 @@ std::optional<std::string> own_cgroup_directory(std::string& why_not) {
         const std::string_view line = text.substr(0, end);
         text.remove_prefix(std::min(end + 1, text.size()));
         if (line.starts_with("0::/")) {
-            std::string path = *mount;
+            CgroupPlace place{*mount, std::string(line.substr(3))};
             if (line.size() > 4)
-                path.append(line.substr(3));
-            return path;
+                place.directory.append(place.hierarchy_path);
+            return place;
         }
     }
     why_not = "this process has no cgroup v2";
@@ -157,17 +157,19 @@ std::optional<std::string> own_cgroup_directory(std::string& why_not) {
 }
 
 std::optional<Cgroup> Cgroup::create(pid_t owner, std::string& why_not) {
-    auto parent_path = own_cgroup_directory(why_not);
-    if (!parent_path)
+    auto parent = own_cgroup(why_not);
+    if (!parent)
         return std::nullopt;
     Cgroup group;
-    group.m_parent.reset(::open(parent_path->c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    group.m_parent.reset(::open(parent->directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (!group.m_parent) {
-        why_not = util::format("{}: {}", *parent_path, std::strerror(errno));
+        why_not = util::format("{}: {}", parent->directory, std::strerror(errno));
         return std::nullopt;
     }
     group.m_name = util::format("redlock-{}", owner);
-    group.m_path = *parent_path + "/" + group.m_name;
+    group.m_path = parent->directory + "/" + group.m_name;
+    group.m_hierarchy_path =
+        (parent->hierarchy_path == "/" ? "" : parent->hierarchy_path) + "/" + group.m_name;
     int rc = ::mkdirat(group.m_parent.get(), group.m_name.c_str(), 0755);
     // Left by an earlier redlock with this pid that died with its watchdog: reused if empty.
     if (rc != 0 && errno == EEXIST &&
@@ -198,6 +200,7 @@ Cgroup& Cgroup::operator=(Cgroup&& other) noexcept {
         m_procs = std::move(other.m_procs);
         m_name = std::move(other.m_name);
         m_path = std::move(other.m_path);
+        m_hierarchy_path = std::move(other.m_hierarchy_path);
     }
     return *this;
 }

@@ -140,11 +140,11 @@ def kill_with_a_late_watchdog(redlock, dog, gone):
         os.kill(dog, signal.SIGCONT)
 
 
-def wait_for_watchdog_to_look(dog):
-    """Waits until the watchdog has gone to sleep four more times: without a cgroup it
-    looks at PROGRAM's tree at each wake-up, so it has seen what exists now."""
+def wait_for_watchdog_to_look(dog, timeout=20):
+    """Waits until the watchdog has gone to sleep four more times: it looks at PROGRAM's
+    tree at each wake-up, so it has seen what exists now."""
     first = voluntary_switches(dog)
-    wait_until(lambda: voluntary_switches(dog) >= first + 4, 20,
+    wait_until(lambda: voluntary_switches(dog) >= first + 4, timeout,
                message="the watchdog to look at PROGRAM's tree again")
 
 
@@ -181,6 +181,20 @@ def cgroup_directory(pid):
     return mount + path
 
 
+def compile_c(test, source, name):
+    """Builds a C program for `test` with cc, or skips the test without one."""
+    cc = shutil.which("cc")
+    if not cc:
+        test.skipTest("no C compiler (cc) to build the test's helper program")
+    d = test.mkdtemp("cc-")
+    with open(os.path.join(d, name + ".c"), "w") as f:
+        f.write(source)
+    exe = os.path.join(d, name)
+    subprocess.run([cc, "-O", "-pthread", "-o", exe, exe + ".c"], check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    return exe
+
+
 def comm(pid):
     with open(f"/proc/{pid}/comm") as f:
         return f.read().strip()
@@ -191,19 +205,6 @@ class KilledRedlockTest(E2ETest):
         super().setUp()
         self.server = self.redis_server()
         self.global_args = ["-s", self.server.url()]
-
-    def compile_c(self, source, name):
-        """Builds a C program for the test with cc, or skips the test without one."""
-        cc = shutil.which("cc")
-        if not cc:
-            self.skipTest("no C compiler (cc) to build the test's helper program")
-        d = self.mkdtemp("cc-")
-        with open(os.path.join(d, name + ".c"), "w") as f:
-            f.write(source)
-        exe = os.path.join(d, name)
-        subprocess.run([cc, "-O", "-pthread", "-o", exe, exe + ".c"], check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        return exe
 
     def cgroup_available(self):
         r = self.run_redlock(self.global_args + ["-v", "run", "-k", "probe", "--", "true"])
@@ -266,7 +267,7 @@ class KilledRedlockTest(E2ETest):
         # process group. A watchdog that took every zombie for dead neither killed nor
         # counted it, and the lock went to the next holder at once, under its beat.
         env = self.env({"REDLOCK_NO_CGROUP": "1"})
-        zl = self.compile_c(ZOMBIE_LEADER_C, "zl")
+        zl = compile_c(self, ZOMBIE_LEADER_C, "zl")
         d = self.mkdtemp("zl-")
         program = 'echo $$ > "$2/program.tmp" && mv "$2/program.tmp" "$2/program"; "$1" "$2"; true'
         proc = self.start_redlock(self.global_args + ["run", "-k", "zl", "-t", "60s", "--",
