@@ -39,7 +39,7 @@ Lease lease_of(const LockView& view, const std::string& token) {
         if (!s.reachable || s.token != token)
             continue;
         const long long ttl = s.holder ? s.holder->ttl_ms : 0;
-        // ttl_ms as another client may have written it: believed within a century.
+        // ttl_ms as another client may have written it: believed only when plausible.
         if (ttl <= 0 || !util::plausible_ms(ttl) || s.ttl_ms < 0) {
             told = false;
             continue;
