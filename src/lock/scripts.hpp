@@ -389,14 +389,29 @@ inline constexpr Script k_release_script = script(k_release_text);
 
 // The token, remaining TTL (ms), metadata and fence counter of a lock, and the record of
 // its last --once-per run if KEYS[4] names it ({} if not); {nil, -2, {}, fence, record} when
-// free (the counter outlives the lock: it has no TTL).
-inline constexpr auto k_inspect_text =
-    compose(fragment(R"lua(local token = redis.call("get", KEYS[1])
+// free (the counter outlives the lock: it has no TTL). Of each hash, only the fields redlock
+// reads (lock/holder.hpp, k_holder_field_names; the slot record's, k_claim_slot_script's and
+// k_finish_slot_script's), as field/value pairs, each value clipped to 4 KiB: a hash that
+// another client wrote there may have any number of fields of any size, and is read as far
+// as it can be, never into a reply too large to read.
+inline constexpr auto k_inspect_text = compose(fragment(R"lua(local function fields(key, names)
+  local values = redis.call("hmget", key, unpack(names))
+  local out = {}
+  for i, name in ipairs(names) do
+    local v = values[i]
+    if v then
+      out[#out + 1] = name
+      out[#out + 1] = string.sub(v, 1, 4096)
+    end
+  end
+  return out
+end
+local token = redis.call("get", KEYS[1])
 local fence = redis.call("get", KEYS[3])
-local last = KEYS[4] and redis.call("hgetall", KEYS[4]) or {}
+local last = KEYS[4] and fields(KEYS[4], {"slot", "slot_ms", "token", "started_ms", "ended_ms", "status", "start_error", "host", "pid", "user", "command"}) or {}
 if not token then return {false, -2, {}, fence, last} end
-return {token, redis.call("pttl", KEYS[1]), redis.call("hgetall", KEYS[2]), fence, last})lua",
-                     {.calls = {"get", "hgetall", "pttl"}}));
+return {token, redis.call("pttl", KEYS[1]), fields(KEYS[2], {"token", "host", "pid", "user", "command", "acquired_at", "ttl_ms", "process", "pidns", "nest", "machine", "boot", "fence"}), fence, last})lua",
+                                                        {.calls = {"get", "hmget", "pttl"}}));
 inline constexpr Script k_inspect_script = script(k_inspect_text);
 
 // --once-per: claims the current slot for the run holding the lock (KEYS[1] the lock,

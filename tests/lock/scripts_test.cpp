@@ -129,6 +129,35 @@ TEST_CASE("the inspect script reports a free lock as nil, -2 and no metadata") {
               .ends_with(", [token, tok], 7, [slot, 3]]"));
 }
 
+TEST_CASE("the inspect script reads only the fields redlock knows, each clipped") {
+    RedisServer server;
+    server.command({"SET", "lock:x", "tok", "PX", "60000"});
+    server.command({"HSET", "{lock:x}:meta", "token", "tok", "host", std::string(5000, 'h')});
+    // Another client's hash of many fields: HGETALL's reply would be too large to read.
+    std::vector<std::string> many{"HSET", "{lock:x}:meta"};
+    for (int i = 0; i < 40000; ++i) {
+        many.push_back("f" + std::to_string(i));
+        many.push_back("v");
+    }
+    server.command(many);
+    many[1] = "{lock:x}:slot";
+    server.command(many);
+    server.command({"HSET", "{lock:x}:slot", "slot", "3"});
+    const auto held = server.command({"EVAL", std::string(k_inspect_script.source), "4", "lock:x",
+                                      "{lock:x}:meta", "{lock:x}:fence", "{lock:x}:slot"});
+    CHECK(
+        held.ends_with(", [token, tok, host, " + std::string(4096, 'h') + "], (nil), [slot, 3]]"));
+}
+
+TEST_CASE("the inspect script reads every field of the metadata that redlock reads") {
+    // The script's list of the metadata's fields is lock/holder.hpp's, in its order.
+    std::string list = "{";
+    for (auto name : redlock::lock::k_holder_field_names)
+        list += (list.size() > 1 ? ", \"" : "\"") + std::string(name) + "\"";
+    list += "}";
+    CHECK(k_inspect_script.source.find("fields(KEYS[2], " + list + ")") != std::string_view::npos);
+}
+
 namespace {
 // --once-per's claim of a slot of `length` ms (early: 0) by the holder of token `token`.
 std::string claim(const RedisServer& server, const std::string& token, const std::string& length,
