@@ -613,6 +613,17 @@ inline constexpr Script k_fair_leave_script = script(k_fair_leave_text);
 // at once); every other entry pushes them back. So a crowd's run costs a read and a write of
 // its counters and the entry itself, not two PEXPIREs more (bench/crowd.sh counts commands
 // per hand-over). `refresh` says whether this write does.
+//
+// Once per run: a run's entry ("run", with its id in the field "run") can come twice, from
+// the run and from the releaser of a run killed while its release waited (job/dead_run.hpp:
+// it sends the release and the entry again, and a server frozen or cut off runs both once it
+// answers). "recorded" holds the ids of the last 8 such entries written here, newest first,
+// space-separated; an entry whose id is there is refused whole (the script returns 0,
+// having written nothing), so that neither the history nor the counters have the run twice.
+// It is read with the counters (no command more for a run that ran PROGRAM; a read more for
+// the others) and lives with them. Eight: between a run's two entries, no other run can
+// finish on a majority (the run's release was waiting for one), only a few --limit
+// holders' and the operator's. Refusals ("skip") are sent once, and not looked at.
 inline constexpr auto k_history_counters =
     fragment(R"lua(local refresh = true
 if KEYS[4] then
@@ -622,7 +633,8 @@ if KEYS[4] then
   if outcome then
     local idle = {["skipped-held"] = 1, ["skipped-slot"] = 1, ["gave-up"] = 1, ["interrupted"] = 1, ["failed"] = 1, ["force-release"] = 1, ["reaped"] = 1}
     local set = {}
-    if idle[outcome] then
+    local once = ARGV[1] == "run" and f["run"] ~= "" and f["run"]
+    if idle[outcome] and not once then
       redis.pcall("hincrby", KEYS[4], "runs:" .. outcome, 1)
     else
       local held = tonumber(ARGV[6])
@@ -630,13 +642,26 @@ if KEYS[4] then
       for _, bound in ipairs({1, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 14400, 43200, 86400}) do
         if held <= bound * 1000 then bucket = "d:" .. bound break end
       end
-      local was = redis.pcall("hmget", KEYS[4], "runs:" .. outcome, bucket, "duration_ms", "refreshed_ms")
+      local was = redis.pcall("hmget", KEYS[4], "runs:" .. outcome, bucket, "duration_ms", "refreshed_ms", "recorded")
       if type(was) ~= "table" or was.err then was = {} end
-      local last = tonumber(was[4])
-      refresh = ARGV[3] == "0" or not last or last > now or now - last >= math.min(age, 34560000000) / 16
-      set = {"runs:" .. outcome, (tonumber(was[1]) or 0) + 1, bucket, (tonumber(was[2]) or 0) + 1, "duration_ms", (tonumber(was[3]) or 0) + held, "last_run_ms", now}
-      if outcome == "ran" and f["status"] == "0" then table.insert(set, "last_success_ms") table.insert(set, now) end
-      if refresh then table.insert(set, "refreshed_ms") table.insert(set, ARGV[3] == "0" and 0 or now) end
+      if once then
+        local recorded = type(was[5]) == "string" and was[5] or ""
+        if string.find(" " .. recorded .. " ", " " .. once .. " ", 1, true) then return 0 end
+        local ids = {once}
+        for id in string.gmatch(recorded, "%S+") do
+          if #ids == 8 then break end
+          ids[#ids + 1] = id
+        end
+        set = {"recorded", table.concat(ids, " ")}
+      end
+      table.insert(set, "runs:" .. outcome) table.insert(set, (tonumber(was[1]) or 0) + 1)
+      if not idle[outcome] then
+        local last = tonumber(was[4])
+        refresh = ARGV[3] == "0" or not last or last > now or now - last >= math.min(age, 34560000000) / 16
+        for _, v in ipairs({bucket, (tonumber(was[2]) or 0) + 1, "duration_ms", (tonumber(was[3]) or 0) + held, "last_run_ms", now}) do table.insert(set, v) end
+        if outcome == "ran" and f["status"] == "0" then table.insert(set, "last_success_ms") table.insert(set, now) end
+        if refresh then table.insert(set, "refreshed_ms") table.insert(set, ARGV[3] == "0" and 0 or now) end
+      end
     end
     if f["slot_ms"] then table.insert(set, "slot_ms") table.insert(set, f["slot_ms"]) end
     if #set > 0 then redis.pcall("hset", KEYS[4], unpack(set)) end
@@ -661,7 +686,8 @@ end
 // and the stream expires with the age (k_history_counters: pushed back once in a while, not by
 // every write); "run" on the events channel ({<key>}:events), once the entry and the counters
 // are written, tells `redlock watch`. A count of 0 (`history = 0`) writes no entry, only the
-// counters (k_history_counters, with KEYS[4]). Returns 1 when recorded, 0 when not.
+// counters (k_history_counters, with KEYS[4]). Returns 1 when recorded, 0 when not (a run's entry
+// that is here already: k_history_counters).
 inline constexpr auto k_history_text =
     compose(fragment(R"lua(local holder = false
 if ARGV[1] == "skip" then

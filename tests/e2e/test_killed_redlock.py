@@ -9,6 +9,7 @@ one's processes and must find none alive.
 """
 
 import ctypes
+import json
 import os
 import platform
 import shlex
@@ -429,6 +430,53 @@ class KilledRedlockTest(E2ETest):
         for what, pid in pids.items():
             self.assertFalse(pid_alive(pid), f"{what} ({pid}) outlived the run")
         self.assertKeyGone(self.server, "lock:nodog")
+
+
+class KilledInItsReleaseTest(E2ETest):
+    """A run is recorded once however its release is interrupted: the releaser sends the
+    run's release and history entry again, and a server that has the run's entry already
+    (from redlock's own release) keeps it alone, and counts the run once."""
+
+    def test_a_run_killed_while_its_release_waits_on_frozen_servers_is_recorded_once(self):
+        servers = [self.redis_server() for _ in range(3)]
+        config = self.write_file("c.toml", 'command_timeout = "60s"\n' + "".join(
+            f'[[servers]]\nurl = "{s.url()}"\n' for s in servers))
+        holder = self.holder(["-k", "job", "-t", "30s"], global_args=["-c", config])
+        proc, program = holder.proc, holder.wait_ready().program_pid
+        dogs = [p for p in children(proc.pid) if p != program]
+        self.assertEqual(len(dogs), 1, f"children of redlock: {children(proc.pid)}")
+        releaser = dogs[0]
+        self.kill_at_cleanup(releaser)
+        # Two of the three frozen: PROGRAM ends, and the release waits for a majority. The
+        # server that answers has the run recorded: redlock is in its release.
+        for s in servers[1:]:
+            s.freeze()
+            self.addCleanup(s.thaw)
+        open(holder.path("go"), "w").close()
+        wait_until(lambda: servers[0].command("HGET", "{lock:job}:stats", "runs:ran") == "1",
+                   10, message="the release to reach the server that answers", proc=proc)
+        proc.send_signal(signal.SIGKILL)
+        self.assertEqual(proc.wait(10), -signal.SIGKILL)
+        # The watchdog, now the releaser, releases again with the run's entry; once the
+        # servers thaw, each runs both (redlock's, written before it died, and the
+        # releaser's), and the releaser hears every answer and exits.
+        for s in servers[1:]:
+            s.thaw()
+        wait_until(lambda: not pid_alive(releaser), 30, message="the releaser to finish")
+        for s in servers:
+            # Every client gone (the test's own connection aside): their requests have run.
+            wait_until(lambda: "connected_clients:1\r" in s.command("INFO", "clients"), 10,
+                       message=f"the requests on {s.url()} to run")
+            self.assertEqual(s.command("EXISTS", "lock:job"), 0)
+            self.assertEqual(s.command("XLEN", "{lock:job}:history"), 1, s.url())
+            self.assertEqual(s.command("HGET", "{lock:job}:stats", "runs:ran"), "1", s.url())
+            stats = s.command("HGETALL", "{lock:job}:stats")
+            durations = {k: v for k, v in zip(stats[::2], stats[1::2]) if k.startswith("d:")}
+            self.assertEqual(sum(map(int, durations.values())), 1, (s.url(), durations))
+        r = self.run_redlock(["-c", config, "history", "--json", "job"])
+        self.assertStatus(r, 0)
+        runs = json.loads(r.stdout)["runs"]
+        self.assertEqual([(e["outcome"], e["exit_status"]) for e in runs], [("ran", 0)])
 
 
 if __name__ == "__main__":

@@ -899,3 +899,30 @@ TEST_CASE("the history's and the counters' expiry is pushed back once a sixteent
     CHECK(record(server, {"run", "g", "outcome", "ran", "status", "0"}, "10") == "1");
     CHECK(pttl("{lock:x}:history") > 60000);
 }
+
+TEST_CASE("a run's entry sent twice is recorded once, in the history and the counters") {
+    RedisServer server;
+    // The run's own release, then its releaser's (redlock killed while it waited): the same
+    // run id, whatever the second says of it.
+    CHECK(record(server, {"run", "a", "outcome", "ran", "status", "0"}, "1500") == "1");
+    CHECK(record(server, {"run", "a", "outcome", "ran", "status", "0"}, "1700") == "0");
+    CHECK(record(server, {"run", "b", "outcome", "failed", "status", "127"}) == "1");
+    CHECK(record(server, {"run", "b", "outcome", "killed"}) == "0");
+    CHECK(server.command({"XLEN", "{lock:x}:history"}) == "2");
+    CHECK(stat(server, "runs:ran") == "1");
+    CHECK(stat(server, "d:5") == "1");
+    CHECK(stat(server, "duration_ms") == "1500");
+    CHECK(stat(server, "runs:failed") == "1");
+    CHECK(stat(server, "runs:killed") == "(nil)");
+    CHECK(stat(server, "recorded") == "b a");
+    // With history = 0 too: the counters count it once.
+    CHECK(record(server, {"run", "c", "outcome", "ran", "status", "0"}, "10", "0") == "1");
+    CHECK(record(server, {"run", "c", "outcome", "ran", "status", "0"}, "10", "0") == "0");
+    CHECK(stat(server, "runs:ran") == "2");
+    // The ids of the last eight entries are kept, no more.
+    for (const char* run : {"d", "e", "f", "g", "h", "i", "j", "k"})
+        CHECK(record(server, {"run", run, "outcome", "ran", "status", "0"}) == "1");
+    CHECK(stat(server, "recorded") == "k j i h g f e d");
+    CHECK(record(server, {"run", "c", "outcome", "ran", "status", "0"}) == "1");
+    CHECK(stat(server, "runs:ran") == "11");
+}
