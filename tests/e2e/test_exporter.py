@@ -12,7 +12,10 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
+import threading
+import time
 import unittest
 import urllib.error
 import urllib.parse
@@ -312,6 +315,59 @@ class ServedTest(ExporterTest):
         r = self.run_redlock(["-s", server.url(), "exporter", "--listen", "nowhere"])
         self.assertStatus(r, 64)
         self.assertIn("invalid --listen 'nowhere'", r.stderr)
+
+
+class HalfRequestsTest(ExporterTest):
+    """Idle half-requests (issue 46): 64 connections that sent half a request, and a byte
+    now and then, held every connection slot; the library's timeout is an idle one, which
+    the bytes reset, so every scrape, the page and /api/locks waited for good."""
+
+    def setUp(self):
+        super().setUp()
+        server = self.redis_server()
+        self.assertStatus(self.run_redlock(["-s", server.url(), "run", "-k", "job", "--",
+                                            "true"]), 0)
+        _, self.address = self.start_exporter(["-s", server.url()])
+
+    def half_requests(self, n):
+        """`n` connections that sent half a request and then a byte every half second."""
+        host, port = self.address.split(":")
+        socks = []
+        for _ in range(n):
+            s = socket.create_connection((host, int(port)), timeout=10 * SLACK)
+            s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+            socks.append(s)
+            self.addCleanup(s.close)
+        stop = threading.Event()
+
+        def trickle():
+            while not stop.wait(0.5):
+                for s in socks:
+                    try:
+                        s.send(b"X")
+                    except OSError:
+                        pass
+        threading.Thread(target=trickle, daemon=True).start()
+        self.addCleanup(stop.set)
+        return socks
+
+    def test_a_scrape_gets_in_past_idle_half_requests(self):
+        self.half_requests(70)
+        # Before: refused until the library's 30 s idle timeout, which the bytes reset.
+        request = urllib.request.Request(f"http://{self.address}/metrics")
+        with urllib.request.urlopen(request, timeout=4 * SLACK) as r:
+            self.assertEqual(r.status, 200)
+            self.assertIn('redlock_runs_total{name="job",outcome="ran"} 1', r.read().decode())
+        self.assertEqual(self.get(self.address, "/api/locks")[0], 200)
+
+    def test_a_half_request_that_trickles_is_closed_after_a_few_seconds(self):
+        sock = self.half_requests(1)[0]
+        sock.settimeout(15 * SLACK)
+        try:
+            closed = sock.recv(4096) == b""
+        except ConnectionResetError:
+            closed = True
+        self.assertTrue(closed)
 
 
 @unittest.skipIf(PROMTOOL is None, "promtool is not installed (scripts/setup.sh installs "
