@@ -67,8 +67,8 @@ std::optional<std::expected<Assignment, LineError>> read_assignment(std::string_
         const size_t close = line.find(line[i], i + 1);
         if (close == std::string_view::npos)
             return fail(i, util::format("{}: the quote is not closed", out.name));
-        if (skip_blanks(line, close + 1) != line.size())
-            return fail(close + 1,
+        if (const size_t after = skip_blanks(line, close + 1); after != line.size())
+            return fail(after,
                         util::format("{}: unexpected text after the closing quote", out.name));
         out.value = line.substr(i + 1, close - i - 1);
     } else {
