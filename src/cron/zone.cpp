@@ -47,8 +47,8 @@ seconds glibc_offset(Instant t) {
 }
 
 // How far apart the offset is looked at when a year is learnt: two changes closer than
-// this that cancel out would go unseen. The tz database has none since the 1940s, and
-// a year costs 1,460 lookups (~4 us each past 2037, where glibc computes the rule).
+// this that cancel out would go unseen (the tz database has none in this century), and a
+// year costs about 1,500 lookups (0.2 ms; 0.5 ms past 2037, where glibc computes the rule).
 constexpr seconds k_probe = hours(6);
 
 int utc_year(Instant t) {
