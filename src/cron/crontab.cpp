@@ -12,12 +12,6 @@ namespace redlock::cron {
 
 namespace {
 
-size_t skip_blanks(std::string_view line, size_t i) {
-    while (i < line.size() && (line[i] == ' ' || line[i] == '\t'))
-        ++i;
-    return i;
-}
-
 std::string_view trim_end(std::string_view text) {
     while (!text.empty() && (text.back() == ' ' || text.back() == '\t'))
         text.remove_suffix(1);
@@ -47,11 +41,11 @@ std::optional<std::expected<Assignment, LineError>> read_assignment(std::string_
             ++i;
         out.name = line.substr(0, i);
     }
-    i = skip_blanks(line, i);
+    i = util::skip_blanks(line, i);
     if (i == line.size() || line[i] != '=' || out.name.empty() ||
         out.name.find('=') != std::string::npos)
         return std::nullopt;
-    out.value_at = i = skip_blanks(line, i + 1);
+    out.value_at = i = util::skip_blanks(line, i + 1);
     auto fail = [](size_t at, std::string message) {
         return std::unexpected(LineError{at, std::move(message)});
     };
@@ -67,7 +61,7 @@ std::optional<std::expected<Assignment, LineError>> read_assignment(std::string_
         const size_t close = line.find(line[i], i + 1);
         if (close == std::string_view::npos)
             return fail(i, util::format("{}: the quote is not closed", out.name));
-        if (const size_t after = skip_blanks(line, close + 1); after != line.size())
+        if (const size_t after = util::skip_blanks(line, close + 1); after != line.size())
             return fail(after,
                         util::format("{}: unexpected text after the closing quote", out.name));
         out.value = line.substr(i + 1, close - i - 1);
@@ -113,7 +107,7 @@ class Reader {
     util::Expected<void> read_line(std::string_view raw, size_t number) {
         m_raw = raw;
         m_number = number;
-        m_indent = skip_blanks(raw, 0);
+        m_indent = util::skip_blanks(raw, 0);
         const std::string_view line = raw.substr(m_indent);
         if (!line.empty() && is_settings_line(line)) {
             if (!m_pending)
@@ -210,7 +204,7 @@ class Reader {
                                                                 column_of(raw, offset), message));
     }
     std::unexpected<util::Error> settings_misplaced() const {
-        return fail_at(m_pending->line, m_pending->raw, skip_blanks(m_pending->raw, 0),
+        return fail_at(m_pending->line, m_pending->raw, util::skip_blanks(m_pending->raw, 0),
                        "a '# redlock:' settings line must come right before its job's line");
     }
 

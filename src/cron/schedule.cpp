@@ -10,6 +10,7 @@
 
 #include "util/duration.hpp"
 #include "util/format.hpp"
+#include "util/text.hpp"
 
 namespace redlock::cron {
 
@@ -87,12 +88,6 @@ std::vector<Word> first_words(std::string_view line, size_t count) {
         words.push_back({line.substr(start, i - start), start});
     }
     return words;
-}
-
-size_t skip_blanks(std::string_view line, size_t i) {
-    while (i < line.size() && (line[i] == ' ' || line[i] == '\t'))
-        ++i;
-    return i;
 }
 
 // One field's items, read into the values they select.
@@ -291,7 +286,7 @@ std::expected<ParsedSchedule, LineError> parse_at_form(std::string_view line) {
         c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     auto command_after = [&](const Word& word,
                              ParsedSchedule parsed) -> std::expected<ParsedSchedule, LineError> {
-        parsed.command_start = skip_blanks(line, word.offset + word.text.size());
+        parsed.command_start = util::skip_blanks(line, word.offset + word.text.size());
         if (parsed.command_start == line.size())
             return std::unexpected(LineError{line.size(), "no command after the schedule"});
         return parsed;
@@ -374,7 +369,7 @@ std::expected<ParsedSchedule, LineError> parse_schedule(std::string_view line) {
     parsed.schedule = *schedule;
     for (size_t i = 0; i < count; ++i)
         parsed.text += (i == 0 ? "" : " ") + std::string(words[i].text);
-    parsed.command_start = skip_blanks(line, last.offset + last.text.size());
+    parsed.command_start = util::skip_blanks(line, last.offset + last.text.size());
     if (parsed.command_start == line.size())
         return std::unexpected(LineError{line.size(), "no command after the time fields"});
     return parsed;

@@ -26,12 +26,6 @@ constexpr std::array<std::pair<std::string_view, Overlap>, 4> k_overlaps = {{
     {"replace", Overlap::replace},
 }};
 
-size_t skip_blanks(std::string_view line, size_t i) {
-    while (i < line.size() && (line[i] == ' ' || line[i] == '\t'))
-        ++i;
-    return i;
-}
-
 struct Setting {
     std::string_view key;
     std::optional<std::string_view> value;
@@ -114,12 +108,12 @@ std::string_view overlap_name(Overlap overlap) {
 }
 
 bool is_settings_line(std::string_view line) {
-    return line.starts_with('#') && line.substr(skip_blanks(line, 1)).starts_with(k_prefix);
+    return line.starts_with('#') && line.substr(util::skip_blanks(line, 1)).starts_with(k_prefix);
 }
 
 std::expected<void, LineError> read_settings(std::string_view line, Settings& settings,
                                              std::set<std::string>& seen) {
-    size_t i = skip_blanks(line, skip_blanks(line, 1) + k_prefix.size());
+    size_t i = util::skip_blanks(line, util::skip_blanks(line, 1) + k_prefix.size());
     if (i == line.size())
         return fail(i, "no settings after 'redlock:'");
     while (i < line.size()) {
@@ -157,7 +151,7 @@ std::expected<void, LineError> read_settings(std::string_view line, Settings& se
             return fail(s.key_at, util::format("{} is set twice for this job", s.key));
         if (auto ok = apply(s, settings); !ok)
             return ok;
-        i = skip_blanks(line, i);
+        i = util::skip_blanks(line, i);
     }
     return {};
 }

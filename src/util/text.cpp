@@ -123,6 +123,12 @@ std::string clip(std::string_view text, size_t width) {
     return std::string(text.substr(0, end)) + "~";
 }
 
+size_t skip_blanks(std::string_view text, size_t from) {
+    while (from < text.size() && (text[from] == ' ' || text[from] == '\t'))
+        ++from;
+    return from;
+}
+
 std::optional<std::string_view> closest_word(std::string_view word,
                                              std::span<const std::string_view> known) {
     std::optional<std::string_view> best;

@@ -28,6 +28,10 @@ namespace redlock::util {
 // when something was cut (so "~" counts in the width).
 [[nodiscard]] std::string clip(std::string_view text, size_t width);
 
+// The first index at or after `from` that is not a blank (space or tab): `text.size()`
+// when none is.
+[[nodiscard]] size_t skip_blanks(std::string_view text, size_t from);
+
 // The word of `known` that `word` is most likely a typo of (at most two edits away, and
 // fewer than its length): for "did you mean" hints.
 [[nodiscard]] std::optional<std::string_view> closest_word(std::string_view word,
