@@ -14,9 +14,9 @@ namespace {
 
 using namespace std::chrono;
 
-// glibc learns its zone from $TZ only. Set for one question, then put back: without a
-// tzset(), for glibc compares $TZ with the zone it loaded last, so that asking the same
-// zone again reads no file (and switching zones reads one: ~0.15 ms here).
+// glibc learns its zone from $TZ only: set while a year is learnt, then put back, and
+// glibc's own zone with it (a file read each way, once per zone and year), so that
+// anything else that asks glibc for local time gets the process's zone.
 class TzScope {
   public:
     explicit TzScope(const std::string& spec) {
@@ -30,6 +30,7 @@ class TzScope {
             ::setenv("TZ", m_old->c_str(), 1);
         else
             ::unsetenv("TZ");
+        ::tzset();
     }
     TzScope(const TzScope&) = delete;
     TzScope& operator=(const TzScope&) = delete;

@@ -5,7 +5,8 @@
 //
 // glibc reads a zone only through $TZ: while it learns a zone, TZ is set to it and then put
 // back as it was, so neither redlock's environment nor a child's keeps it. Each UTC year
-// of a zone is learnt once, and its offset changes kept. Not for several threads at once.
+// of a zone is learnt once, and its offset changes kept. Not for several threads at once
+// (setenv), nor while another thread reads the environment.
 
 #include <chrono>
 #include <memory>

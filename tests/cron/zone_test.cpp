@@ -1,6 +1,7 @@
 #include <array>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <memory>
 #include <string>
 #include <vector>
@@ -171,11 +172,15 @@ TEST_CASE("the changes of offset are those zdump lists, to the second") {
     }
 }
 
-TEST_CASE("asking a zone leaves TZ as it was") {
+TEST_CASE("asking a zone leaves TZ, and glibc's local time, as they were") {
     const Zone tokyo = zone("Asia/Tokyo");
     ::setenv("TZ", ":Europe/Lisbon", 1);
     CHECK(tokyo.offset_at(utc("2040-01-01T00:00:00Z")) == 9h);
     CHECK(std::string(std::getenv("TZ")) == ":Europe/Lisbon");
+    const time_t summer = utc("2040-07-01T00:00:00Z").time_since_epoch().count();
+    struct tm local {};
+    REQUIRE(::localtime_r(&summer, &local) != nullptr);
+    CHECK(local.tm_gmtoff == 3600); // Lisbon's summer, not Tokyo
     ::unsetenv("TZ");
     CHECK(tokyo.offset_at(utc("2041-01-01T00:00:00Z")) == 9h);
     CHECK(std::getenv("TZ") == nullptr);
