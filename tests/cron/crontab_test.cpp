@@ -95,7 +95,7 @@ TEST_CASE("a variable holds for the jobs after it, until it is set again") {
     CHECK(c.jobs[2].shell == "/bin/bash");
 }
 
-TEST_CASE("CRON_TZ, else TZ, is the zone of the jobs after it; only TZ reaches the job") {
+TEST_CASE("CRON_TZ, else TZ, is the zone of the jobs after it, and only TZ reaches the job") {
     auto c = crontab("* * * * * utc\n"
                      "TZ=America/New_York\n"
                      "* * * * * new-york\n"
@@ -244,7 +244,7 @@ TEST_CASE("a derived identity is a readable prefix and a hash of schedule, zone 
     CHECK(derived_identity("0 9 1 * *", "UTC", std::string(60, 'a')).size() == 49);
 }
 
-TEST_CASE("the same line gives the same identity; any change of it another") {
+TEST_CASE("the same line gives the same identity, and any change of it another") {
     const auto base = job("30 2 * * * /bin/backup --all").identity;
     CHECK(job("30  2\t* * *   /bin/backup --all  ").identity == base);
     CHECK(job("# a comment\nA=1\n30 2 * * * /bin/backup --all").identity == base);

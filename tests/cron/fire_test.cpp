@@ -85,7 +85,7 @@ TEST_CASE("fires come strictly after the time given, in order") {
     CHECK(fires("@weekly", "2026-01-01T00:00:00Z", 1) == Slots{"2026-01-04T00:00:00Z"});
 }
 
-TEST_CASE("two restricted day fields fire on either day; a '*' in one needs both") {
+TEST_CASE("two restricted day fields fire on either day, and a '*' in one needs both") {
     // Fridays and the 13th; Fridays that are the 13th.
     CHECK(fires("0 0 13 * 5", "2026-01-01T00:00:00Z", 4) ==
           Slots{"2026-01-02T00:00:00Z", "2026-01-09T00:00:00Z", "2026-01-13T00:00:00Z",
@@ -105,7 +105,7 @@ TEST_CASE("@every counts its slots from the Unix epoch in UTC, whatever the zone
           Slots{"2026-03-30T00:00:00Z"});
 }
 
-TEST_CASE("fires_between gives the fires in (after, until], the earliest first") {
+TEST_CASE("fires_between gives the fires after one instant up to another, the earliest first") {
     const Schedule s = schedule("0 * * * *");
     CHECK(fires_between(s, Zone(), utc("2026-01-01T00:00:00Z"), utc("2026-01-01T03:00:00Z"), 10) ==
           std::vector<Instant>{utc("2026-01-01T01:00:00Z"), utc("2026-01-01T02:00:00Z"),

@@ -149,7 +149,7 @@ TEST_CASE("a fixed time is one whose minute and hour fields do not start with '*
     CHECK_FALSE(schedule("@hourly x").fixed_time);
 }
 
-TEST_CASE("both day fields restricted match either day; a '*' in either makes both needed") {
+TEST_CASE("both day fields restricted match either day, and a '*' in either makes both needed") {
     CHECK(schedule("0 0 13 * fri x").days_or_weekdays);
     CHECK_FALSE(schedule("0 0 * * fri x").days_or_weekdays);
     CHECK_FALSE(schedule("0 0 13 * * x").days_or_weekdays);
