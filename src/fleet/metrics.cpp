@@ -244,6 +244,36 @@ std::string render_metrics(const Fleet& fleet, util::UtcMillis now) {
                 f.value(overdue(slot, e->record.counters.last_success_ms, now) ? 1 : 0);
             }
     }
+    // `redlock cron` jobs: a sample only for a name whose slot record is a cron job's.
+    {
+        Family f(out, "redlock_cron_next_fire_timestamp_seconds", "gauge",
+                 "When a redlock cron job fires next, as the claim of its latest slot saw it.");
+        for (const auto& [e, label] : names)
+            if (const auto& cron = e->record.view.cron; cron && cron->next_ms) {
+                f.sample(label);
+                f.seconds_value(*cron->next_ms);
+            }
+    }
+    {
+        Family f(out, "redlock_cron_slot_timestamp_seconds", "gauge",
+                 "The latest slot of a redlock cron job that a host ran or recorded missed.");
+        for (const auto& [e, label] : names)
+            if (const auto& cron = e->record.view.cron) {
+                f.sample(label);
+                f.seconds_value(cron->slot_ms);
+            }
+    }
+    {
+        Family f(out, "redlock_cron_info", "gauge",
+                 "A redlock cron job's schedule and zone, as its latest slot's claim saw them.");
+        for (const auto& [e, label] : names)
+            if (const auto& cron = e->record.view.cron) {
+                f.sample(label, {},
+                         "schedule=\"" + monitor::escape_label_value(cron->schedule) +
+                             "\",zone=\"" + monitor::escape_label_value(cron->zone) + "\"");
+                f.value(1);
+            }
+    }
     return out;
 }
 

@@ -216,7 +216,7 @@ Counters parse_counters(const std::vector<std::pair<std::string, std::string>>& 
 
 bool LockRecord::gone() const {
     return view.state == lock::LockState::free && view.limit == 0 && waiters == 0 && queue == 0 &&
-           counters.empty() && !latest && !view.last_run;
+           counters.empty() && !latest && !view.last_run && !view.cron;
 }
 
 LockReader::LockReader(const config::Config& config)

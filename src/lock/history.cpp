@@ -63,6 +63,8 @@ parse_history_entry(const std::vector<std::pair<std::string, std::string>>& fiel
             e.by_user = value;
         } else if (name == "note") {
             e.note = value;
+        } else if (name == "slot") {
+            e.slot_ms = util::plausible_ms(number(value));
         }
     }
     if (!has_run || e.outcome.empty())

@@ -61,6 +61,8 @@ struct HistoryEntry {
     std::optional<std::string> by_user;
     // Said of a run whose lock kept its TTL when it was killed: why.
     std::optional<std::string> note;
+    // A `redlock cron` slot's entry: the slot's instant (Unix ms).
+    std::optional<long long> slot_ms;
 };
 
 struct HistoryRead {

@@ -598,7 +598,7 @@ inline constexpr Script k_fair_leave_script = script(k_fair_leave_text);
 // The counters of a name, kept with its history (KEYS[4], {<key>}:stats, a hash; the
 // `redlock exporter` reads them, fleet/read.hpp), from the entry's fields (`fields`, `now`,
 // ARGV[6] the ms held): "runs:<outcome>" +1 for every entry; for a run that ran PROGRAM (any
-// outcome but a skip, giving up, an interruption, a failure to start, the operator's
+// outcome but a skip, a missed cron slot, giving up, an interruption, a failure to start, the operator's
 // force-release entry, or a reaped one: how long that run held is not known) "last_run_ms" (now:
 // when it ended), a duration bucket "d:<seconds>" (the first bound at or above the time held,
 // fleet::k_duration_buckets; else "d:+Inf") +1, and "duration_ms" +held; "last_success_ms" for one
@@ -631,7 +631,7 @@ if KEYS[4] then
   for i = 1, #fields - 1, 2 do f[fields[i]] = fields[i + 1] end
   local outcome = f["outcome"]
   if outcome then
-    local idle = {["skipped-held"] = 1, ["skipped-slot"] = 1, ["gave-up"] = 1, ["interrupted"] = 1, ["failed"] = 1, ["force-release"] = 1, ["reaped"] = 1}
+    local idle = {["skipped-held"] = 1, ["skipped-slot"] = 1, ["gave-up"] = 1, ["interrupted"] = 1, ["failed"] = 1, ["force-release"] = 1, ["reaped"] = 1, ["skipped-overlap"] = 1, ["missed"] = 1}
     local set = {}
     local once = ARGV[1] == "run" and f["run"] ~= "" and f["run"]
     if idle[outcome] and not once then
