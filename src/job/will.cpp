@@ -30,6 +30,7 @@ struct RawState {
     std::int32_t outcome; // -1: not ended
     std::int32_t status;  // -1: none
     std::int32_t unused;
+    std::int64_t ended_ns; // -1: not ended
 };
 static_assert(sizeof(RawState) <= static_cast<size_t>(process::k_tree_report_offset));
 static_assert(process::k_tree_report_offset + sizeof(process::TreeReport) <= k_body_offset);
@@ -295,10 +296,11 @@ void Will::acquired(const lock::Lock& lock, Clock::time_point at) {
     write_state();
 }
 
-void Will::ended(Outcome outcome, std::optional<int> status) {
+void Will::ended(Outcome outcome, std::optional<int> status, Clock::time_point at) {
     m_state.phase = Phase::ended;
     m_state.outcome = outcome;
     m_state.status = status;
+    m_state.ended = at;
     write_state();
 }
 
@@ -314,6 +316,7 @@ void Will::write_state() {
     raw.listed = m_state.listed ? 1 : 0;
     raw.outcome = m_state.outcome ? static_cast<std::int32_t>(*m_state.outcome) : -1;
     raw.status = m_state.status.value_or(-1);
+    raw.ended_ns = m_state.ended ? boot_ns(*m_state.ended) : -1;
     // A will that cannot be written is one the releaser finds stale: it then releases
     // with an older token (nothing of ours there) and the lock waits for its TTL.
     (void)pwrite_all(fd(), &raw, sizeof raw, 0);
@@ -355,6 +358,8 @@ util::Expected<WillContents> read_will(int fd) {
         st.outcome = static_cast<Outcome>(raw.outcome);
     if (raw.status >= 0)
         st.status = raw.status;
+    if (raw.ended_ns >= 0)
+        st.ended = Clock::time_point(std::chrono::nanoseconds(raw.ended_ns));
     if (st.token.empty())
         return std::unexpected(not_a_will("no token"));
     process::TreeReport report{};

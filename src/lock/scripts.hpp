@@ -599,11 +599,13 @@ inline constexpr Script k_fair_leave_script = script(k_fair_leave_text);
 // `redlock exporter` reads them, fleet/read.hpp), from the entry's fields (`fields`, `now`,
 // ARGV[6] the ms held): "runs:<outcome>" +1 for every entry; for a run that ran PROGRAM (any
 // outcome but a skip, giving up, an interruption, a failure to start, the operator's
-// force-release entry, or a reaped one: how long that run held is not known) "last_run_ms" (now:
-// when it ended), a duration bucket "d:<seconds>" (the first bound at or above the time held,
-// fleet::k_duration_buckets; else "d:+Inf") +1, and "duration_ms" +held; "last_success_ms" for one
-// that ran and exited 0; "slot_ms" from a --once-per run's entry. pcall: counters are a help,
-// and never cost the entry.
+// force-release entry, or a reaped one: how long that run held is not known) "last_run_ms"
+// (`ended`: when it ended), a duration bucket "d:<seconds>" (the first bound at or above the time
+// held, fleet::k_duration_buckets; else "d:+Inf") +1, and "duration_ms" +held; "last_success_ms"
+// for one that ran and exited 0; "slot_ms" from a --once-per run's entry. The two times never go
+// back: the entry of an earlier run that arrives late (its server was frozen) leaves a later one
+// in place (unless that one is past the server's TIME: no run ended then). pcall: counters are a
+// help, and never cost the entry.
 //
 // Expiry: the counters 400 days after the last entry (no TTL would outlive every name ever
 // used), the history `age` and a sixteenth more (ARGV[4]). Neither is pushed back by every
@@ -642,7 +644,7 @@ if KEYS[4] then
       for _, bound in ipairs({1, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 14400, 43200, 86400}) do
         if held <= bound * 1000 then bucket = "d:" .. bound break end
       end
-      local was = redis.pcall("hmget", KEYS[4], "runs:" .. outcome, bucket, "duration_ms", "refreshed_ms", "recorded")
+      local was = redis.pcall("hmget", KEYS[4], "runs:" .. outcome, bucket, "duration_ms", "refreshed_ms", "recorded", "last_run_ms", "last_success_ms")
       if type(was) ~= "table" or was.err then was = {} end
       if once then
         local recorded = type(was[5]) == "string" and was[5] or ""
@@ -658,8 +660,13 @@ if KEYS[4] then
       if not idle[outcome] then
         local last = tonumber(was[4])
         refresh = ARGV[3] == "0" or not last or last > now or now - last >= math.min(age, 34560000000) / 16
-        for _, v in ipairs({bucket, (tonumber(was[2]) or 0) + 1, "duration_ms", (tonumber(was[3]) or 0) + held, "last_run_ms", now}) do table.insert(set, v) end
-        if outcome == "ran" and f["status"] == "0" then table.insert(set, "last_success_ms") table.insert(set, now) end
+        local function latest(old)
+          old = tonumber(old)
+          if old and old > ended and old <= now then return old end
+          return ended
+        end
+        for _, v in ipairs({bucket, (tonumber(was[2]) or 0) + 1, "duration_ms", (tonumber(was[3]) or 0) + held, "last_run_ms", latest(was[6])}) do table.insert(set, v) end
+        if outcome == "ran" and f["status"] == "0" then table.insert(set, "last_success_ms") table.insert(set, latest(was[7])) end
         if refresh then table.insert(set, "refreshed_ms") table.insert(set, ARGV[3] == "0" and 0 or now) end
       end
     end
@@ -680,7 +687,7 @@ end
 // (not another owner's), ARGV[3] how many entries are kept, ARGV[4] for how long (ms), ARGV[5] the
 // ms the run waited, ARGV[6] the ms it held the lock, ARGV[7] the entry's field/value pairs, each
 // ended by a NUL (one argument: cheaper to send than twenty). The entry gets `started_ms`, when the
-// run started on this server's clock, and for a skip the holder that refused it (`by_host`,
+// run started (see `ended`), and for a skip the holder that refused it (`by_host`,
 // `by_pid`, `by_user`), from its metadata. Entries past the count are trimmed by every write, past
 // the age by one write in eight (by the server's clock: a trim costs a command per run in a crowd),
 // and the stream expires with the age (k_history_counters: pushed back once in a while, not by
@@ -688,6 +695,12 @@ end
 // are written, tells `redlock watch`. A count of 0 (`history = 0`) writes no entry, only the
 // counters (k_history_counters, with KEYS[4]). Returns 1 when recorded, 0 when not (a run's entry
 // that is here already: k_history_counters).
+//
+// `ended`: when the run ended, ARGV[8] (ms since the Unix epoch, its host's clock), not when the
+// request arrived, which is later by as long as this server was frozen or cut off; never in the
+// future of this server's TIME (a host clock ahead: TIME, as when ARGV[8] is missing or not a
+// time), so never a time no run has reached, and never before the run's start (waited and held
+// are never negative).
 inline constexpr auto k_history_text =
     compose(fragment(R"lua(local holder = false
 if ARGV[1] == "skip" then
@@ -704,7 +717,9 @@ end
                      {.calls = {"type", "get", "zscore"}}),
             k_server_now,
             fragment(R"lua(local age = tonumber(ARGV[4])
-local entry = {"started_ms", now - tonumber(ARGV[5]) - tonumber(ARGV[6]), "waited_ms", ARGV[5], "held_ms", ARGV[6]}
+local ended = tonumber(ARGV[8] or "")
+if not ended or ended < 0 or ended > now then ended = now end
+local entry = {"started_ms", ended - tonumber(ARGV[5]) - tonumber(ARGV[6]), "waited_ms", ARGV[5], "held_ms", ARGV[6]}
 if holder then
   local by = redis.call("hmget", KEYS[3], "token", "host", "pid", "user")
   if by[1] == holder then

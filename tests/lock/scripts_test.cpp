@@ -801,18 +801,31 @@ TEST_CASE("a renewal that cuts the lease short says so on the channel, one that 
 
 namespace {
 // The history script recording an entry of `fields` (field, value, ...) for lock:x, held
-// `held_ms`, keeping `keep` entries (0: none, counters only).
+// `held_ms`, keeping `keep` entries (0: none, counters only), of a run that ended at `ended`
+// (ms since the Unix epoch; "": when it arrives).
 std::string record(const RedisServer& server, std::vector<std::string> fields,
-                   const std::string& held_ms = "0", const std::string& keep = "10") {
+                   const std::string& held_ms = "0", const std::string& keep = "10",
+                   const std::string& ended = "") {
     std::string packed;
     for (const auto& f : fields)
         packed += f + '\0';
     return server.command({"EVAL", std::string(redlock::lock::k_history_script.source), "4",
                            "{lock:x}:history", "lock:x", "{lock:x}:meta", "{lock:x}:stats", "run",
-                           "tok", keep, "60000", "0", held_ms, packed});
+                           "tok", keep, "60000", "0", held_ms, packed, ended});
 }
 std::string stat(const RedisServer& server, const std::string& field) {
     return server.command({"HGET", "{lock:x}:stats", field});
+}
+long long stat_ms(const RedisServer& server, const std::string& field) {
+    return std::stoll(stat(server, field));
+}
+// The started_ms of the newest entry of lock:x's history.
+long long newest_start(const RedisServer& server) {
+    return std::stoll(
+        server.command({"EVAL",
+                        "local e = redis.call('xrevrange', KEYS[1], '+', '-', 'COUNT', 1)[1][2] "
+                        "for i = 1, #e, 2 do if e[i] == 'started_ms' then return e[i + 1] end end",
+                        "1", "{lock:x}:history"}));
 }
 } // namespace
 
@@ -925,4 +938,48 @@ TEST_CASE("a run's entry sent twice is recorded once, in the history and the cou
     CHECK(stat(server, "recorded") == "k j i h g f e d");
     CHECK(record(server, {"run", "c", "outcome", "ran", "status", "0"}) == "1");
     CHECK(stat(server, "runs:ran") == "11");
+}
+
+TEST_CASE("an entry that arrives late says when its run ended, and moves no last run or "
+          "success back") {
+    RedisServer server;
+    // A run that ended a minute ago, whose release this server gets only now (it was frozen).
+    const long long ended = server_ms(server) - 60000;
+    CHECK(record(server, {"run", "a", "outcome", "ran", "status", "0"}, "1500", "10",
+                 std::to_string(ended)) == "1");
+    CHECK(newest_start(server) == ended - 1500);
+    CHECK(stat_ms(server, "last_run_ms") == ended);
+    CHECK(stat_ms(server, "last_success_ms") == ended);
+    // An earlier run's entry that arrives after it has its own times, and moves neither back.
+    CHECK(record(server, {"run", "b", "outcome", "ran", "status", "0"}, "10", "10",
+                 std::to_string(ended - 5000)) == "1");
+    CHECK(newest_start(server) == ended - 5010);
+    CHECK(stat_ms(server, "last_run_ms") == ended);
+    CHECK(stat_ms(server, "last_success_ms") == ended);
+    // A later failure moves the last run only.
+    CHECK(record(server, {"run", "c", "outcome", "ran", "status", "1"}, "10", "10",
+                 std::to_string(ended + 1000)) == "1");
+    CHECK(stat_ms(server, "last_run_ms") == ended + 1000);
+    CHECK(stat_ms(server, "last_success_ms") == ended);
+    // An end in the server's future (a host clock ahead), or one that is not a time, is the
+    // server's TIME on arrival.
+    for (const std::string& bad :
+         std::vector<std::string>{std::to_string(server_ms(server) + 3600000), "banana", "-5"}) {
+        const long long before = server_ms(server);
+        CHECK(record(server, {"run", "d" + bad, "outcome", "ran", "status", "0"}, "10", "10",
+                     bad) == "1");
+        const long long after = server_ms(server);
+        CHECK(stat_ms(server, "last_success_ms") >= before);
+        CHECK(stat_ms(server, "last_success_ms") <= after);
+        CHECK(newest_start(server) >= before - 10);
+        CHECK(newest_start(server) <= after - 10);
+    }
+    // A last success past the server's TIME is no time a run ended (the clock was stepped
+    // back, or someone wrote it): a run's end replaces it.
+    server.command({"HSET", "{lock:x}:stats", "last_success_ms",
+                    std::to_string(server_ms(server) + 86400000)});
+    const long long now = server_ms(server) - 1000;
+    CHECK(record(server, {"run", "e", "outcome", "ran", "status", "0"}, "10", "10",
+                 std::to_string(now)) == "1");
+    CHECK(stat_ms(server, "last_success_ms") == now);
 }
