@@ -479,7 +479,9 @@ inline constexpr Script k_remove_wrong_type_script = script(k_remove_wrong_type_
 // with PEXPIREAT GT, to the end of the sixteenth of its lease in which its lease ends (so
 // up to a sixteenth later: the acquisitions after it in that time move neither, and the
 // limit is moved only when the set was, PEXPIREAT's 1; the two always expire together);
-// Redis 6.2 has no GT: there, to the longest lease the set holds. A release that leaves
+// Redis 6 has no GT: there, to the longest lease the set holds (and 6.0 has no SET PXAT:
+// the limit's expiry goes as PX, counted from the script's TIME, so a moment after the
+// set's, never before; redis.REDIS_VERSION, Redis 7's, tells them apart). A release that leaves
 // the set empty deletes them, one that leaves holders does not shorten them (a command a
 // hand-over saved). Holders whose lease is over (by the server's clock)
 // are dropped by an attempt that would otherwise find every permit held, or the limit
@@ -541,7 +543,7 @@ if type(moved) == "number" then
 else
   if holders > 0 then ends = math.max(ends, tonumber(redis.call("zrange", KEYS[4], -1, -1, "WITHSCORES")[2])) end
   redis.call("pexpireat", KEYS[4], ends)
-  redis.call("set", KEYS[5], ARGV[3], "PXAT", ends)
+  if redis.REDIS_VERSION then redis.call("set", KEYS[5], ARGV[3], "PXAT", ends) else redis.call("set", KEYS[5], ARGV[3], "PX", ends - now) end
 end
 local first = #KEYS == 6 and 8 or 5
 )lua",
@@ -678,6 +680,18 @@ end
 )lua",
              {.pcalls = {"hincrby", "hmget", "hset", "pexpire"}});
 
+// Drops the history's (KEYS[1]) entries older than `id` (ms since the epoch): XTRIM MINID,
+// which Redis 6 lacks (redis.REDIS_VERSION is Redis 7's): there the entries older are counted
+// (XREVRANGE, which reading the history needs anyway; at most ARGV[3], the count kept) and
+// trimmed with MAXLEN.
+inline constexpr auto k_history_trim = fragment(R"lua(local function trim_before(id)
+  if redis.REDIS_VERSION then return redis.call("xtrim", KEYS[1], "MINID", id) end
+  local old = #redis.call("xrevrange", KEYS[1], id - 1, "-", "COUNT", ARGV[3])
+  if old > 0 then redis.call("xtrim", KEYS[1], "MAXLEN", redis.call("xlen", KEYS[1]) - old) end
+end
+)lua",
+                                                {.calls = {"xtrim", "xrevrange", "xlen"}});
+
 // The history of a name (lock/keys.hpp: {<key>}:history, a stream), one entry per run that
 // reached a decision, sent in the same write as the request that decided it (the release,
 // or a refused attempt): KEYS[1] the history, KEYS[2] the name's lock key, KEYS[3] its
@@ -735,15 +749,15 @@ for part in string.gmatch(ARGV[7] or "", "([^%z]*)%z") do
 end
 )lua",
                      {.calls = {"hmget"}}),
-            k_history_counters,
+            k_history_counters, k_history_trim,
             fragment(R"lua(if ARGV[3] ~= "0" then
   redis.call("xadd", KEYS[1], "MAXLEN", ARGV[3], "*", unpack(entry))
-  if now % 8 == 0 then redis.call("xtrim", KEYS[1], "MINID", now - age) end
+  if now % 8 == 0 then trim_before(now - age) end
   if refresh then redis.call("pexpire", KEYS[1], age + math.floor(age / 16)) end
   redis.pcall("publish", "{" .. KEYS[2] .. "}:events", "run")
 end
 return 1)lua",
-                     {.calls = {"xadd", "xtrim", "pexpire"}, .pcalls = {"publish"}}));
+                     {.calls = {"xadd", "pexpire"}, .pcalls = {"publish"}}));
 inline constexpr Script k_history_script = script(k_history_text);
 
 // One page of a name's history, newest first, as XREVRANGE gives it (KEYS[1] the stream;

@@ -53,6 +53,21 @@ def _find_redis_server():
 
 REDLOCK_BIN = _find_redlock()
 REDIS_SERVER_BIN = _find_redis_server()
+_server_version = None
+
+
+def server_version():
+    """The Redis version REDIS_SERVER_BIN answers as, (major, minor), from its --version:
+    "Redis server v=6.0.16 ..."; Valkey answers as the Redis 7.2 its INFO names."""
+    global _server_version
+    if _server_version is None:
+        out = subprocess.run([REDIS_SERVER_BIN, "--version"], capture_output=True, text=True,
+                             timeout=30).stdout
+        found = re.search(r"v=(\d+)\.(\d+)", out)
+        if not found:
+            raise RuntimeError(f"{REDIS_SERVER_BIN} --version says no version: {out!r}")
+        _server_version = (7, 2) if out.startswith("Valkey") else tuple(map(int, found.groups()))
+    return _server_version
 
 # ACL rules that let a user take locks under the default prefix: the lock key itself and,
 # per the contract, the "{lock:NAME}:suffix" keys a lock may need besides it.
@@ -923,6 +938,13 @@ class E2ETest(unittest.TestCase):
             f.write(text)
         os.chmod(path, mode)
         return path
+
+    def require_server(self, version, what):
+        """Skips the test on a server older than Redis `version` (major, minor), which
+        lacks `what`."""
+        if server_version() < version:
+            self.skipTest(f"{what} needs Redis {version[0]}.{version[1]}; this server answers "
+                          f"as {server_version()[0]}.{server_version()[1]}")
 
     def redis_server(self, **options):
         server = RedisServer(**options)
