@@ -621,13 +621,15 @@ inline constexpr Script k_fair_leave_script = script(k_fair_leave_text);
 // Once per run: a run's entry ("run", with its id in the field "run") can come twice, from
 // the run and from the releaser of a run killed while its release waited (job/dead_run.hpp:
 // it sends the release and the entry again, and a server frozen or cut off runs both once it
-// answers). "recorded" holds the ids of the last 8 such entries written here, newest first,
-// space-separated; an entry whose id is there is refused whole (the script returns 0,
-// having written nothing), so that neither the history nor the counters have the run twice.
-// It is read with the counters (no command more for a run that ran PROGRAM; a read more for
-// the others) and lives with them. Eight: between a run's two entries, no other run can
-// finish on a majority (the run's release was waiting for one), only a few --limit
-// holders' and the operator's. Refusals ("skip") are sent once, and not looked at.
+// answers). "recorded" holds the ids of the last 5 such entries written here (their first 12
+// hex digits: 48 random bits), newest first, space-separated; an entry whose id is there is
+// refused whole (the script returns 0, having written nothing), so that neither the history
+// nor the counters have the run twice. It is read with the counters (no command more for a
+// run that ran PROGRAM; a read more for the others) and lives with them. Five: at most 64
+// bytes, so that the hash stays a listpack (Redis's hash-max-listpack-value; past it, the
+// hash takes some 600 bytes more); and between a run's two entries no other run can finish
+// on a majority (the run's release was waiting for one), only a few --limit holders' and the
+// operator's. Refusals ("skip") are sent once, and not looked at.
 inline constexpr auto k_history_counters =
     fragment(R"lua(local refresh = true
 if KEYS[4] then
@@ -637,7 +639,8 @@ if KEYS[4] then
   if outcome then
     local idle = {["skipped-held"] = 1, ["skipped-slot"] = 1, ["gave-up"] = 1, ["interrupted"] = 1, ["failed"] = 1, ["force-release"] = 1, ["reaped"] = 1}
     local set = {}
-    local once = ARGV[1] == "run" and f["run"] ~= "" and f["run"]
+    local once = ARGV[1] == "run" and f["run"] and string.sub(f["run"], 1, 12)
+    if once == "" then once = false end
     if idle[outcome] and not once then
       redis.pcall("hincrby", KEYS[4], "runs:" .. outcome, 1)
     else
@@ -653,7 +656,7 @@ if KEYS[4] then
         if string.find(" " .. recorded .. " ", " " .. once .. " ", 1, true) then return 0 end
         local ids = {once}
         for id in string.gmatch(recorded, "%S+") do
-          if #ids == 8 then break end
+          if #ids == 5 then break end
           ids[#ids + 1] = id
         end
         set = {"recorded", table.concat(ids, " ")}
