@@ -907,7 +907,9 @@ TEST_CASE("about one write in eight drops the entries older than the age, and on
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
     int written = 0;
     while (oldest().starts_with("[[1000-0") && std::chrono::steady_clock::now() < deadline) {
-        REQUIRE(record(server, {"run", "a", "outcome", "ran", "status", "0"}, "10", "100000") ==
+        // A new run id each time: one run's entry is recorded once.
+        const std::string run = "r" + std::to_string(written);
+        REQUIRE(record(server, {"run", run, "outcome", "ran", "status", "0"}, "10", "100000") ==
                 "1");
         ++written;
     }
