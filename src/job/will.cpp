@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstring>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include "process/watchdog.hpp"
@@ -248,6 +249,18 @@ bool pread_all(int fd, void* data, size_t size, off_t at) {
     return true;
 }
 
+// A will holds the servers' passwords, and so does this process's memory: neither may be
+// read by PROGRAM, which runs as the same user, through /proc/PID/fd (the memfd), /proc/
+// PID/mem or ptrace. A process that is not dumpable is reachable there only by root (or
+// CAP_SYS_PTRACE); PROGRAM is dumpable again after its execve, and the watchdog, which
+// shares this memory, is covered with it. The cost: a redlock that crashes leaves no core.
+void keep_out_of_reach() {
+    if (::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
+        util::log::verbose("cannot keep this run's passwords from its user's other processes "
+                           "(prctl: {})",
+                           std::strerror(errno));
+}
+
 util::Error not_a_will(std::string_view why) {
     return {util::ErrorKind::usage,
             util::format("{} is redlock's own, for a watchdog's use: its input is not a will "
@@ -258,6 +271,7 @@ util::Error not_a_will(std::string_view why) {
 } // namespace
 
 std::optional<Will> Will::create(const WillBody& body, const lock::Lock& lock) {
+    keep_out_of_reach();
     Will will;
     will.m_fd.reset(::memfd_create("redlock-will", MFD_CLOEXEC));
     if (!will.m_fd) {
@@ -323,6 +337,8 @@ void Will::write_state() {
 }
 
 util::Expected<WillContents> read_will(int fd) {
+    // The releaser, exec'd afresh and so dumpable again, is about to hold the passwords.
+    keep_out_of_reach();
     RawState raw{};
     if (!pread_all(fd, &raw, sizeof raw, 0) ||
         std::memcmp(raw.magic, k_state_magic, sizeof raw.magic) != 0)
