@@ -181,9 +181,10 @@ void say_warnings(const std::string& file, const cron::Crontab& crontab) {
         auto path = std::ranges::find(job.environment, std::string("PATH"),
                                       &std::pair<std::string, std::string>::first);
         const char* own_path = std::getenv("PATH");
-        const std::string_view search = path != job.environment.end() ? path->second
-                                        : own_path != nullptr         ? own_path
-                                                                      : "/usr/bin:/bin";
+        // A string, not a view: the conditional's type is a temporary std::string.
+        const std::string search = path != job.environment.end() ? path->second
+                                   : own_path != nullptr         ? std::string(own_path)
+                                                                 : std::string("/usr/bin:/bin");
         if (first.find('/') == std::string::npos && ::getpwnam(first.c_str()) != nullptr &&
             !on_path(first, search))
             warn(job.line,

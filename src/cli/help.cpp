@@ -231,11 +231,12 @@ constexpr std::string_view k_reap = R"(Usage: redlock reap [-p GLOB] [--dry-run]
 Release the locks (and --limit permits) that this machine held under an earlier
 boot: nothing of that boot can still run. Each is released with its own token,
 its waiters woken, its history entry 'reaped'. A lock of another machine, or of
-this boot, is never touched. Run at boot by redlock-reap.service.
+this boot, is never touched. Run at boot by redlock-reap.service. Also removes
+the empty cgroups of runs of this boot killed together with their watchdogs.
 
 Options:
   -p, --pattern GLOB  only names matching GLOB (default *)
-      --dry-run       say what would be reaped, release nothing
+      --dry-run       say what would be reaped, release nothing, remove no cgroup
       --json          print one JSON document (see redlock(1))
   -h, --help          show this help
 )" GLOBAL_OPTIONS R"(

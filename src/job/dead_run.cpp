@@ -54,6 +54,8 @@ DeadRun release_dead_run(const WillContents& will, Observer& observer) {
         recorder.set_slot(*body.cron_slot_ms);
     if (state.acquired)
         recorder.acquired(*state.acquired);
+    if (state.ended) // as the run's own entry says it
+        recorder.finished(*state.ended);
 
     if (!will.tree || !will.tree->proven) {
         out.note =

@@ -35,6 +35,9 @@ class Recorder {
     void acquired(Clock::time_point at) { m_acquired = at; }
     // A cron slot's run: its entries name the slot (ms since the epoch).
     void set_slot(long long slot_ms) { m_slot_ms = slot_ms; }
+    // The run ended at `at` (PROGRAM's tree gone), before its entry is made: the entry says
+    // so, not when it was made or sent (else: then).
+    void finished(Clock::time_point at) { m_finished = at; }
 
     // The entry of a run that got the lock (or, before that, was stopped), as it ends; a
     // `note` says more (why a killed run's lock keeps its TTL).
@@ -59,6 +62,7 @@ class Recorder {
     std::optional<long long> m_slot_ms;
     Clock::time_point m_started;
     std::optional<Clock::time_point> m_acquired;
+    std::optional<Clock::time_point> m_finished;
     std::optional<lock::HistoryRecord> m_skip;
 };
 

@@ -388,8 +388,11 @@ RunResult run(const RunSpec& options, const config::Config& config, Observer& ob
         result.outcome = Outcome::interrupted;
         result.signal = supervised.forwarded;
     }
+    // The run's end, as its entry says it however late a server gets it.
+    const auto ended_at = Clock::now();
+    recorder.finished(ended_at);
     if (will)
-        will->ended(result.outcome, slot_status(result));
+        will->ended(result.outcome, slot_status(result), ended_at);
     if (options.once_per) // the slot's record says how the run ended; kept a slot at least
         lock.finish_slot(slot_status(result), *options.once_per);
     if (options.cron) { // and so does a cron slot's, with the slots it found missed
