@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
-#include <climits>
 #include <csignal>
 #include <cstring>
 #include <fcntl.h>
@@ -22,6 +21,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <vector>
+
+#include <climits>
 
 #include "job/slot_run.hpp"
 #include "monitor/sd_notify.hpp"
@@ -48,7 +49,8 @@ milliseconds jitter_delay(const std::string& identity, Instant slot, millisecond
     const std::string digest =
         util::sha256_hex(util::format("{}\n{}", identity, slot.time_since_epoch().count()));
     const unsigned long long h = std::stoull(digest.substr(0, 15), nullptr, 16);
-    return milliseconds(static_cast<long long>(h % static_cast<unsigned long long>(jitter.count())));
+    return milliseconds(
+        static_cast<long long>(h % static_cast<unsigned long long>(jitter.count())));
 }
 
 milliseconds catch_up_window(const Settings& settings) {
@@ -78,11 +80,11 @@ std::vector<Instant> fires_before(const Job& job, Instant at, size_t count) {
 
 namespace {
 
-constexpr size_t k_max_line = 8192;             // a longer line is said in pieces
-constexpr milliseconds k_reload_settle{100};    // after a change in the file's directory
-constexpr milliseconds k_linger{2000};          // output after a run's exit, at most
-constexpr milliseconds k_keep_margin{600000};   // a slot's record, past what it needs
-constexpr milliseconds k_retry_first{1000};     // a run the servers failed, again after
+constexpr size_t k_max_line = 8192;           // a longer line is said in pieces
+constexpr milliseconds k_reload_settle{100};  // after a change in the file's directory
+constexpr milliseconds k_linger{2000};        // output after a run's exit, at most
+constexpr milliseconds k_keep_margin{600000}; // a slot's record, past what it needs
+constexpr milliseconds k_retry_first{1000};   // a run the servers failed, again after
 constexpr milliseconds k_retry_most{30000};
 // After the grace, a run told to stop whose command ignores TERM is killed this much
 // later (its watchdog then stops the command's tree, and its will frees the lock).
@@ -243,7 +245,7 @@ class Output {
                 .field("stream", err ? "stderr" : "stdout")
                 .field("line", line)
                 .end_object();
-            write_all(STDOUT_FILENO, w.str() + "\n");
+            write_all(STDOUT_FILENO, w.str()); // its own newline
             return;
         }
         write_all(err ? STDERR_FILENO : STDOUT_FILENO, util::format("{}: {}\n", job, shown(line)));
@@ -252,15 +254,15 @@ class Output {
     // How a slot went here. `end` nullopt: the run died without saying (`status`).
     void slot_line(const std::string& job, Instant slot, const std::optional<job::SlotEnd>& end,
                    int status, bool retried) const {
-        const job::SlotEnd e = end.value_or(
-            job::SlotEnd{.outcome = WIFSIGNALED(status) ? "killed" : "failed"});
+        const job::SlotEnd e =
+            end.value_or(job::SlotEnd{.outcome = WIFSIGNALED(status) ? "killed" : "failed"});
         const bool here = e.fence > 0;
         if (m_json) {
             util::JsonWriter w;
             w.begin_object()
                 .field("job", job)
                 .field("slot", slot_text(slot))
-                .field("host", here ? std::optional<std::string>(m_host)
+                .field("host", here           ? std::optional<std::string>(m_host)
                                : e.by.empty() ? std::nullopt
                                               : std::optional<std::string>(e.by))
                 .field("fence", here ? std::optional<long long>(e.fence) : std::nullopt)
@@ -272,7 +274,7 @@ class Output {
             if (retried)
                 w.field("retry", true);
             w.end_object();
-            write_all(STDOUT_FILENO, w.str() + "\n");
+            write_all(STDOUT_FILENO, w.str()); // its own newline
             return;
         }
         std::string text = util::format("cron: {} {}: ", job, slot_text(slot));
@@ -523,7 +525,8 @@ class Daemon {
             return 0;
         // Rounded up: a slot is never started before its time. At most a minute: a clock
         // set meanwhile is seen within one.
-        return static_cast<int>(std::min<long long>(ceil<milliseconds>(until - now).count(), 60000));
+        return static_cast<int>(
+            std::min<long long>(ceil<milliseconds>(until - now).count(), 60000));
     }
 
     // Starts the run of `slot` of `job`.
@@ -548,8 +551,8 @@ class Daemon {
         c.zone = job.zone.name();
         c.overlap = slot_overlap(job.settings.overlap);
         c.at_least_once = job.settings.at_least_once;
-        c.window = jitter_delay(job.identity, slot, job.settings.jitter) +
-                   catch_up_window(job.settings);
+        c.window =
+            jitter_delay(job.identity, slot, job.settings.jitter) + catch_up_window(job.settings);
         const milliseconds until_next = next ? duration_cast<milliseconds>(*next - slot) : 0ms;
         c.keep = std::max(c.window, std::min(until_next, m_config.history_max_age)) + k_keep_margin;
         spec.run.cron = std::move(c);
@@ -559,8 +562,9 @@ class Daemon {
 
         util::UniqueFd input(::memfd_create("redlock-slot", MFD_CLOEXEC));
         const std::string bytes = job::encode_slot_run(spec);
-        if (!input || ::write(input.get(), bytes.data(), bytes.size()) !=
-                          static_cast<ssize_t>(bytes.size()) ||
+        if (!input ||
+            ::write(input.get(), bytes.data(), bytes.size()) !=
+                static_cast<ssize_t>(bytes.size()) ||
             ::lseek(input.get(), 0, SEEK_SET) != 0) {
             log::error("cron: {} {}: cannot start its run: {}", job.identity, slot_text(slot),
                        std::strerror(errno));
@@ -671,8 +675,8 @@ class Daemon {
                 on_clock(*report->clock);
             } else if (report && report->started) {
                 run.started = true;
-                log::verbose("cron: {} {}: started here (fence {})", run.job,
-                             slot_text(run.slot), *report->started);
+                log::verbose("cron: {} {}: started here (fence {})", run.job, slot_text(run.slot),
+                             *report->started);
             } else if (report && report->ended) {
                 run.end = report->ended;
             }
@@ -746,8 +750,7 @@ class Daemon {
     // job has started here since.
     [[nodiscard]] bool should_retry(const Run& run, Wall::time_point now) const {
         const int status = *run.wait_status;
-        if (m_draining || !WIFEXITED(status) ||
-            WEXITSTATUS(status) != util::exit_code::unavailable)
+        if (m_draining || !WIFEXITED(status) || WEXITSTATUS(status) != util::exit_code::unavailable)
             return false;
         const Scheduled* s = find(run.job);
         if (s == nullptr || (s->next && *s->next <= run.slot))
@@ -873,11 +876,11 @@ class Daemon {
 
     void say_scheduled(const Job& job, Instant now) const {
         const auto next = job.next_fire(now);
-        log::note("cron: {}: {} ({}){}: {}", job.identity, job.schedule_text, job.zone.name(),
-                  next ? util::format(", next at {} ({})", slot_text(*next),
-                                      local_text(job.zone, *next))
-                       : std::string(", never again"),
-                  util::printable(job.command));
+        log::note(
+            "cron: {}: {} ({}){}: {}", job.identity, job.schedule_text, job.zone.name(),
+            next ? util::format(", next at {} ({})", slot_text(*next), local_text(job.zone, *next))
+                 : std::string(", never again"),
+            util::printable(job.command));
     }
 
     [[nodiscard]] std::string status_text() const {
@@ -914,8 +917,8 @@ class Daemon {
     std::optional<monitor::NotifySocket> m_notify;
     std::optional<microseconds> m_watchdog;
     Wall::time_point m_next_ping{};
-    std::string m_text;                    // the file as last read
-    std::optional<std::string> m_refused;  // the text last refused, said once
+    std::string m_text;                   // the file as last read
+    std::optional<std::string> m_refused; // the text last refused, said once
     std::vector<Scheduled> m_jobs;
     std::map<pid_t, Run> m_runs;
     std::vector<Retry> m_retries;

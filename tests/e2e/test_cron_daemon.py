@@ -17,6 +17,8 @@ import time
 
 from redlock_e2e import (REDLOCK_BIN, SLACK, E2ETest, RedisServer, _die_with_parent,
                          kill_quietly, wait_until)
+from test_exporter import ExporterTest
+from test_monitoring import sample
 
 CAN_UNSHARE = os.geteuid() == 0 and shutil.which("unshare") is not None
 
@@ -172,8 +174,9 @@ class TestOutput(CronTest):
     def test_json_lines_and_what_a_job_prints_cannot_break_them(self):
         # A long line, one without its newline at the end, bytes that are not UTF-8 and
         # control characters.
-        then = ("head -c 20000 /dev/zero | tr '\\\\0' x; echo; printf 'a\\\\033[2Jb\\\\r\\\\n'; "
-                "printf '\\\\377\\\\376'; echo err >&2; printf 'tail'")
+        # The crontab keeps backslashes as they are: the shell and printf read them.
+        then = ("head -c 20000 /dev/zero | tr '\\0' x; echo; printf 'a\\033[2Jb\\r\\n'; "
+                "printf '\\377\\376'; echo err >&2; printf 'tail'")
         tab = self.crontab(self.job("*/1 * * * * *", "noisy", then=then))
         d = self.daemon(tab, args=["--json"])
         wait_until(lambda: '"outcome":"ran"' in d.stdout, 30, message="a slot's line", proc=None)
@@ -197,7 +200,7 @@ class TestOutput(CronTest):
 
     def test_plain_lines_carry_the_jobs_name(self):
         tab = self.crontab(self.job("*/1 * * * * *", "noisy",
-                                    then="printf 'a\\\\tb\\\\033c\\\\n'; echo oops >&2"))
+                                    then="printf 'a\\tb\\033c\\n'; echo oops >&2"))
         d = self.daemon(tab)
         wait_until(lambda: "noisy: oops" in d.stderr, 30, message="the job's stderr")
         d.signal(signal.SIGTERM)
@@ -367,17 +370,28 @@ class TestOverlap(CronTest):
         self.assertFalse(set(skipped) & set(self.slots("long")))
 
     def test_queue_runs_one_waiting_slot_after_the_run(self):
-        tab = self.crontab(self.job("*/2 * * * * *", "queued", then="sleep 3",
+        then = (f'echo "times $REDLOCK_SLOT $(date +%s.%N)" >> {self.log}; sleep 3; '
+                f'echo "ends $REDLOCK_SLOT $(date +%s.%N)" >> {self.log}')
+        tab = self.crontab(self.job("*/2 * * * * *", "queued", then=then,
                                     settings="overlap=queue"))
         d = self.daemon(tab)
-        wait_until(lambda: len(self.slots("queued")) >= 3, 40, message="three runs")
+        wait_until(lambda: len(self.slots("ends")) >= 3, 40, message="three runs")
         d.signal(signal.SIGTERM)
         d.signal(signal.SIGTERM)
         self.assertEqual(d.wait(), 0)
-        ran = sorted(self.slots("queued"))
-        # Runs of 3 s every 2 s: each slot waits for the one before; none is skipped
-        # while one waits... and the second slot after a run's start is.
-        self.assertTrue(ran[1] > ran[0])
+        starts = {slot: float(w[0][2]) for slot, w in self.slots("times").items()}
+        ends = {slot: float(w[0][2]) for slot, w in self.slots("ends").items()}
+        ran = sorted(ends)
+        # Runs of 3 s every 2 s: the slot after a run waits for its end and then runs
+        # (under skip, it would not run at all), never beside it...
+        for before, after in zip(ran, ran[1:]):
+            self.assertGreaterEqual(starts[after], ends[before], (before, after))
+        self.assertIn(2, [instant(b) - instant(a) for a, b in zip(ran, ran[1:])], ran)
+        self.assertTrue(any(starts[s] >= instant(s) + 0.5 for s in ran), starts)
+        # ... and while one waits, the next is skipped: one slot waits at a time.
+        skipped = {r["slot"] for r in self.history("queued") if r["outcome"] == "skipped-overlap"}
+        self.assertTrue(skipped, self.history("queued"))
+        self.assertFalse(skipped & set(self.slots("queued")))
 
     def test_replace_stops_the_running_one(self):
         tab = self.crontab(self.job("*/2 * * * * *", "fresh", then="sleep 30",
@@ -448,6 +462,50 @@ class TestClocks(CronTest):
                 tzinfo=datetime.timezone.utc).timestamp()
             with open(f"{self.path('time')}.{slot}") as f:
                 self.assertGreaterEqual(int(f.read()), instant, slot)
+
+
+def instant(slot):
+    """A slot's text (2026-03-29T01:00:00Z) as Unix seconds."""
+    import datetime
+    return datetime.datetime.strptime(slot, "%Y-%m-%dT%H:%M:%SZ").replace(
+        tzinfo=datetime.timezone.utc).timestamp()
+
+
+class TestSeenFromTheFleet(CronTest, ExporterTest):
+    def test_the_exporter_serves_each_jobs_schedule_next_fire_and_outcomes(self):
+        tab = self.crontab("CRON_TZ=Europe/Berlin\n" + self.job("*/2 * * * * *", "tick"))
+        d = self.daemon(tab)
+        wait_until(lambda: len(self.slots("tick")) >= 2, 30, message="two slots")
+        d.signal(signal.SIGTERM)
+        self.assertEqual(d.wait(), 0, d.stderr)
+        ran = [r for r in self.history("tick") if r["outcome"] == "ran"]
+        latest = max(instant(r["slot"]) for r in ran)
+        _, address = self.start_exporter(["-s", self.server.url()])
+        m = self.metrics(address)
+        # The latest slot claimed (a drain may have claimed one more than ran to its end),
+        # and the fire after it.
+        slot = sample(m, "redlock_cron_slot_timestamp_seconds", name="tick")
+        self.assertIn(slot, (latest, latest + 2))
+        self.assertEqual(sample(m, "redlock_cron_next_fire_timestamp_seconds", name="tick"),
+                         slot + 2)
+        self.assertEqual(sample(m, "redlock_cron_info", name="tick", schedule="*/2 * * * * *",
+                                zone="Europe/Berlin"), 1)
+        self.assertEqual(sample(m, "redlock_runs_total", name="tick", outcome="ran"), len(ran))
+        self.assertGreaterEqual(sample(m, "redlock_last_success_timestamp_seconds", name="tick"),
+                                latest)
+        # A name that is no cron job has none of these.
+        self.assertStatus(self.run_redlock(["-s", self.server.url(), "run", "-k", "plain",
+                                            "--", "true"]), 0)
+        m = self.metrics(address)
+        self.assertIsNone(sample(m, "redlock_cron_next_fire_timestamp_seconds", name="plain"))
+        locks = {lock["name"]: lock
+                 for lock in json.loads(self.get(address, "/api/locks")[2])["locks"]}
+        self.assertIsNone(locks["plain"]["cron"])
+        cron = locks["tick"]["cron"]
+        self.assertEqual((cron["schedule"], cron["zone"]), ("*/2 * * * * *", "Europe/Berlin"))
+        self.assertEqual(instant(cron["next_fire_at"][:19] + "Z"), slot + 2)
+        page = self.get(address, "/")[2]
+        self.assertIn("*/2 * * * * * (Europe/Berlin), next ", page)
 
 
 if __name__ == "__main__":
