@@ -319,7 +319,8 @@ class TestFailover(CronTest):
             self.skipTest("several hosts need root (unshare --uts)")
         # The first run of a slot writes its run's pid ($PPID: the slot's redlock) and
         # sleeps; the test kills that redlock; the other host runs the slot again.
-        then = 'echo "$PPID" > ' + self.path("pid") + '.$(hostname); sleep 30'
+        then = ('echo "$PPID" > ' + self.path("pid") + '.tmp.$(hostname); mv ' + self.path("pid")
+                + '.tmp.$(hostname) ' + self.path("pid") + '.$(hostname); sleep 30')
         tab = self.crontab(self.job("*/30 * * * * *", "important", then=then,
                                     settings="at-least-once"))
         a = self.daemon(tab, "host-a")
@@ -344,7 +345,9 @@ class TestFailover(CronTest):
             self.assertEqual(d.wait(), 0)
 
     def test_an_at_most_once_slot_whose_run_died_is_not_run_again(self):
-        then = 'echo "$PPID" > ' + self.path("pid") + '; sleep 30'
+        # Written whole (a rename), so that the test never reads it half written.
+        then = ('echo "$PPID" > ' + self.path("pid.tmp") + '; mv ' + self.path("pid.tmp") + ' '
+                + self.path("pid") + '; sleep 30')
         tab = self.crontab(self.job("*/30 * * * * *", "once", then=then))
         a = self.daemon(tab, "host-a")
         b = self.daemon(tab, "host-b")
