@@ -89,6 +89,9 @@ class CronDaemon:
 
     def cleanup(self):
         if self.popen.poll() is None:
+            pid = self.pid
+            if pid != self.popen.pid:  # faketime's child: it would outlive faketime
+                kill_quietly(pid)
             self.popen.kill()
             self.popen.wait()
         self._out.close()

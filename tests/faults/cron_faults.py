@@ -124,15 +124,18 @@ class Daemon:
         return self.proc is not None and self.proc.poll() is None and not self.stopped
 
     def kill(self):
+        pid = self.pid()
+        if pid != self.proc.pid:  # faketime's child: it would outlive faketime
+            os.kill(pid, signal.SIGKILL)
         self.proc.kill()
         self.proc.wait()
 
     def stop(self):
-        self.proc.send_signal(signal.SIGSTOP)
+        os.kill(self.pid(), signal.SIGSTOP)
         self.stopped = True
 
     def cont(self):
-        self.proc.send_signal(signal.SIGCONT)
+        os.kill(self.pid(), signal.SIGCONT)
         self.stopped = False
 
 
@@ -280,7 +283,7 @@ def run(seconds, seed, jobs=int(os.environ.get("CRON_FAULTS_JOBS", "52"))):
     finally:
         for d in daemons:
             if d.proc is not None and d.proc.poll() is None:
-                d.proc.send_signal(signal.SIGCONT)
+                os.kill(d.pid(), signal.SIGCONT)
                 d.kill()
         for s in servers:
             s.stop()
