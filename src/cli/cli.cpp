@@ -434,8 +434,8 @@ int dispatch(std::string_view chosen, const RunArgs& run_args, const CommandArgs
         if (args.file.empty())
             return report({util::ErrorKind::usage, "cron: a crontab FILE is required"});
         if (args.count || args.from)
-            return report({util::ErrorKind::usage,
-                           util::format("cron: {} goes with --check", args.count ? "-n" : "--from")});
+            return report({util::ErrorKind::usage, util::format("cron: {} goes with --check",
+                                                                args.count ? "-n" : "--from")});
         CronDaemonOptions options;
         options.file = args.file;
         options.json = args.json;

@@ -105,7 +105,8 @@ struct CronDaemonOptions {
     std::optional<std::chrono::milliseconds> grace;
     int verbosity = 1;
 };
-[[nodiscard]] int cron_daemon_command(const CronDaemonOptions& options, const config::Config& config);
+[[nodiscard]] int cron_daemon_command(const CronDaemonOptions& options,
+                                      const config::Config& config);
 
 // `redlock __cron-slot JOB SLOT`: the run of one slot, its job::SlotRun on stdin.
 [[nodiscard]] int cron_slot_command();

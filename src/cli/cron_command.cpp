@@ -213,8 +213,8 @@ class SlotReporter final : public job::Observer {
         end.status = m_started ? status : -1;
         end.fence = m_started ? m_fence : 0;
         if (m_started)
-            end.held_ms = std::chrono::duration_cast<job::Millis>(job::Clock::now() - *m_started)
-                              .count();
+            end.held_ms =
+                std::chrono::duration_cast<job::Millis>(job::Clock::now() - *m_started).count();
         end.missed = result.slots_missed;
         end.by = result.slot_by;
         say(job::ended_line(end));

@@ -47,7 +47,8 @@ std::string by_text(const lock::HistoryEntry& e) {
 std::string slot_text(std::optional<long long> slot_ms) {
     if (!slot_ms)
         return "-";
-    return cron::slot_text(cron::Instant(std::chrono::floor<std::chrono::seconds>(Millis(*slot_ms))));
+    return cron::slot_text(
+        cron::Instant(std::chrono::floor<std::chrono::seconds>(Millis(*slot_ms))));
 }
 
 // The outcome in words for the table: "ran", "skipped: held by root@h (pid 4)", ...
@@ -123,23 +124,23 @@ std::string table(const std::vector<lock::HistoryEntry>& runs, bool bars) {
         to = std::max(to, end);
     }
     // A cron job's entries name their slot: a column of its own.
-    const bool slots = std::ranges::any_of(runs, [](const auto& e) { return e.slot_ms.has_value(); });
+    const bool slots =
+        std::ranges::any_of(runs, [](const auto& e) { return e.slot_ms.has_value(); });
     auto slot_column = [&](const lock::HistoryEntry* e) -> std::string {
         if (!slots)
             return {};
         return util::format("{:<20}  ", e == nullptr ? "SLOT (UTC)" : slot_text(e->slot_ms));
     };
-    std::string out =
-        util::format("{}{}{:<24}  {:<16} {:>7}  {:<10} {:>7} {:>7} {:>6}  {}\n",
-                     bars ? util::format("{:<26}  ", "TIMELINE") : std::string(),
-                     slot_column(nullptr), "STARTED (UTC)", "HOST", "PID", "USER", "WAITED",
-                     "HELD", "FENCE", "OUTCOME / COMMAND");
+    std::string out = util::format("{}{}{:<24}  {:<16} {:>7}  {:<10} {:>7} {:>7} {:>6}  {}\n",
+                                   bars ? util::format("{:<26}  ", "TIMELINE") : std::string(),
+                                   slot_column(nullptr), "STARTED (UTC)", "HOST", "PID", "USER",
+                                   "WAITED", "HELD", "FENCE", "OUTCOME / COMMAND");
     for (const auto& e : runs) {
         out += util::format(
             "{}{}{:<24}  {:<16} {:>7}  {:<10} {:>7} {:>7} {:>6}  {}: {}\n",
             bars ? timeline(e, from, to, 24) + "  " : std::string(), slot_column(&e),
-            iso(e.started_ms),
-            util::clip(util::printable(e.host), 16), e.pid, util::clip(util::printable(e.user), 10),
+            iso(e.started_ms), util::clip(util::printable(e.host), 16), e.pid,
+            util::clip(util::printable(e.user), 10),
             e.waited_ms != 0 ? duration_text(e.waited_ms) : "-",
             held(e) ? duration_text(e.held_ms) : "-", e.fence ? std::to_string(*e.fence) : "-",
             util::printable(outcome_text(e)), util::printable(e.command));

@@ -26,7 +26,7 @@ namespace redlock::cron {
 
 struct DaemonOptions {
     std::string file;
-    bool json = false; // --json: one JSON object per line on stdout
+    bool json = false;                      // --json: one JSON object per line on stdout
     std::chrono::milliseconds grace{20000}; // --grace: how long a drain lets runs finish
     int verbosity = 1;                      // 0 -q, 1, 2 -v
 };

@@ -13,8 +13,9 @@ namespace redlock::fleet {
 
 namespace {
 
-constexpr std::array<std::string_view, 8> k_columns = {
-    "Name", "State", "Holder", "Held for", "Waiting", "Last run", "Last success", "Slot / schedule"};
+constexpr std::array<std::string_view, 8> k_columns = {"Name",         "State",          "Holder",
+                                                       "Held for",     "Waiting",        "Last run",
+                                                       "Last success", "Slot / schedule"};
 
 std::string iso(long long ms) {
     return util::format_utc_timestamp(util::UtcMillis(std::chrono::milliseconds(ms)));

@@ -36,8 +36,7 @@ constexpr Millis k_give_up_after{30000};
 constexpr Millis k_rerun_first{2000};
 
 long long wall_ms() {
-    return std::chrono::duration_cast<Millis>(
-               std::chrono::system_clock::now().time_since_epoch())
+    return std::chrono::duration_cast<Millis>(std::chrono::system_clock::now().time_since_epoch())
         .count();
 }
 

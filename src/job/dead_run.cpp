@@ -4,8 +4,8 @@
 
 #include "job/acquire.hpp"
 #include "job/cron_slot.hpp"
-#include "lock/cron_slot.hpp"
 #include "job/recorder.hpp"
+#include "lock/cron_slot.hpp"
 #include "lock/history.hpp"
 #include "redis/fanout.hpp"
 #include "util/error.hpp"

@@ -52,7 +52,8 @@ class Recorder {
                                                  Outcome outcome) const;
 
   private:
-    [[nodiscard]] lock::HistoryRecord base(std::string_view run, std::optional<long long> slot_ms) const;
+    [[nodiscard]] lock::HistoryRecord base(std::string_view run,
+                                           std::optional<long long> slot_ms) const;
     [[nodiscard]] lock::HistoryRecord base() const { return base(m_run, m_slot_ms); }
 
     const config::Config& m_config;

@@ -5,10 +5,10 @@
 #include <unistd.h>
 
 #include "job/nested.hpp"
-#include "lock/cron_slot.hpp"
 #include "job/recorder.hpp"
 #include "job/supervise.hpp"
 #include "job/will.hpp"
+#include "lock/cron_slot.hpp"
 #include "lock/holder.hpp"
 #include "lock/inspect.hpp"
 #include "lock/lock.hpp"

@@ -122,8 +122,8 @@ std::optional<ReportLine> parse_report_line(std::string_view line) {
                missed = number(words[5]);
     if (!status || !fence || !held || !missed || *missed < 0)
         return std::nullopt;
-    out.ended = SlotEnd{words[1], static_cast<int>(*status), *fence, *held,
-                        static_cast<size_t>(*missed), words[6] == "-" ? "" : words[6]};
+    out.ended = SlotEnd{words[1], static_cast<int>(*status),    *fence,
+                        *held,    static_cast<size_t>(*missed), words[6] == "-" ? "" : words[6]};
     return out;
 }
 

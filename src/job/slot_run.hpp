@@ -17,9 +17,9 @@ namespace redlock::job {
 
 struct SlotRun {
     config::Config config;
-    RunSpec run;      // name, ttl, program ($SHELL -c COMMAND), max_hold, limit and the slot
-    std::string dir;  // where PROGRAM runs (empty: the daemon's directory)
-    pid_t daemon = 0; // the daemon: the run dies with it (PR_SET_PDEATHSIG)
+    RunSpec run;       // name, ttl, program ($SHELL -c COMMAND), max_hold, limit and the slot
+    std::string dir;   // where PROGRAM runs (empty: the daemon's directory)
+    pid_t daemon = 0;  // the daemon: the run dies with it (PR_SET_PDEATHSIG)
     int verbosity = 1; // 0 -q, 1, 2 -v: as the daemon's
 };
 

@@ -56,12 +56,11 @@ local function dead(st) return st == "running" or st == "lost" or st == "killed"
 //   {-4, last, skipped}    past its window: recorded missed here
 //   {5}                    an at-least-once job's earlier slot whose run died (or whose
 //                          lease ran out) is not run again yet: its waiting runs go first
-inline constexpr auto k_cron_claim_text = compose(
-    k_token_check, k_server_now, k_cron_keep,
-    fragment(R"lua(local RECORD = KEYS[3]
+inline constexpr auto k_cron_claim_text =
+    compose(k_token_check, k_server_now, k_cron_keep, fragment(R"lua(local RECORD = KEYS[3]
 )lua"),
-    k_cron_read,
-    fragment(R"lua(if now < slot then return {3, slot - now, -1, "", "", now} end
+            k_cron_read,
+            fragment(R"lua(if now < slot then return {3, slot - now, -1, "", "", now} end
 local code = 1
 -- Whether the run that claimed the record's slot is gone: the lock (or a permit) is ours
 -- here, and the claimer's token holds no permit whose lease is not over.
@@ -90,7 +89,7 @@ redis.call("hset", RECORD, "cron_ms", slot, "cron_state", "running", "token", AR
 keep(RECORD, tonumber(ARGV[5]))
 redis.call("hset", KEYS[2], "cron_claimed", slot)
 return {code, last or -1, skipped or -1, "", "", now})lua",
-             {.calls = {"hset"}, .pcalls = {"zscore"}}));
+                     {.calls = {"hset"}, .pcalls = {"zscore"}}));
 inline constexpr Script k_cron_claim_script = script(k_cron_claim_text);
 
 // What a run of slot ARGV[2] that found the lock held does (KEYS[1] the name's lock key,
@@ -110,12 +109,11 @@ inline constexpr Script k_cron_claim_script = script(k_cron_claim_text);
 //   {13}         an earlier slot's run (or another client) holds it: an overlap
 //   {14}         an overlap, recorded here as skipped
 //   {15}         an overlap, queued here
-inline constexpr auto k_cron_yield_text = compose(
-    k_server_now, k_cron_keep,
-    fragment(R"lua(local RECORD = KEYS[3]
+inline constexpr auto k_cron_yield_text =
+    compose(k_server_now, k_cron_keep, fragment(R"lua(local RECORD = KEYS[3]
 )lua"),
-    k_cron_read,
-    fragment(R"lua(if now < slot then return {3, slot - now, -1, "", "", now} end
+            k_cron_read,
+            fragment(R"lua(if now < slot then return {3, slot - now, -1, "", "", now} end
 if last and last > slot then return decided() end
 if last == slot then
   if ARGV[3] == "1" and dead(state) then return {11, -1, -1, "", "", now} end
@@ -152,7 +150,7 @@ if ARGV[4] ~= "look" then
   return {14, -1, -1, "", "", now}
 end
 return {13, -1, -1, "", "", now})lua",
-             {.calls = {"type", "zrangebyscore", "hset"}, .pcalls = {"hmget"}}));
+                     {.calls = {"type", "zrangebyscore", "hset"}, .pcalls = {"hmget"}}));
 inline constexpr Script k_cron_yield_script = script(k_cron_yield_text);
 
 // The end of slot ARGV[2]'s run, if the record still has it by our token (KEYS[1] the
@@ -165,9 +163,10 @@ if r[1] ~= ARGV[1] or tonumber(r[2]) ~= tonumber(ARGV[2]) then return 0 end
 )lua",
              {.calls = {"hmget"}}),
     k_server_now,
-    fragment(R"lua(redis.call("hset", KEYS[1], "cron_state", ARGV[3], "ended_ms", now, "status", ARGV[4])
+    fragment(
+        R"lua(redis.call("hset", KEYS[1], "cron_state", ARGV[3], "ended_ms", now, "status", ARGV[4])
 return 1)lua",
-             {.calls = {"hset"}}));
+        {.calls = {"hset"}}));
 inline constexpr Script k_cron_finish_script = script(k_cron_finish_text);
 
 } // namespace redlock::lock

@@ -203,8 +203,8 @@ CronLook look_at_cron_slot(Lock& lock, const CronSlotArgs& args, CronOverlap ove
     const char* what = overlap == CronOverlap::skip    ? "skip"
                        : overlap == CronOverlap::queue ? "queue"
                                                        : "look";
-    argv.insert(argv.end(), {args.at_least_once ? "1" : "0", what,
-                             std::to_string(args.keep_until_ms)});
+    argv.insert(argv.end(),
+                {args.at_least_once ? "1" : "0", what, std::to_string(args.keep_until_ms)});
     send(lock.connections(), k_cron_yield_script, keys, argv);
     const size_t total = lock.connections().size();
     const size_t majority = majority_of(total);
@@ -242,8 +242,8 @@ CronLook look_at_cron_slot(Lock& lock, const CronSlotArgs& args, CronOverlap ove
 void finish_cron_slot(Lock& lock, long long slot_ms, std::string_view state,
                       std::string_view status, std::span<const HistoryRecord> more) {
     const std::array<std::string, 1> keys{lock.name_keys().slot};
-    const std::array<std::string, 4> argv{lock.token(), std::to_string(slot_ms),
-                                          std::string(state), std::string(status)};
+    const std::array<std::string, 4> argv{lock.token(), std::to_string(slot_ms), std::string(state),
+                                          std::string(status)};
     send(lock.connections(), k_cron_finish_script, keys, argv, entries(lock, more), more.size());
     wait_for_majority(lock);
 }

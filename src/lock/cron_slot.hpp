@@ -30,19 +30,19 @@ struct CronSlotArgs {
     // At least once: until when a dead run's earlier slot goes first (its waiting runs
     // claim it again) before this one is claimed.
     long long defer_until_ms = 0;
-    std::string schedule;        // the job's schedule and zone, for the exporter
+    std::string schedule; // the job's schedule and zone, for the exporter
     std::string zone;
     std::vector<std::string> fields; // the run's host, pid, user and command pairs
 };
 
 struct CronClaim {
     enum class Verdict {
-        claimed, // the slot is ours to run (again, with `again`)
-        early,   // a majority's clocks are `early` short of the instant
-        done,    // decided already (claimed by `by_host`, or recorded missed or skipped)
-        missed,  // too late: recorded missed here
+        claimed,  // the slot is ours to run (again, with `again`)
+        early,    // a majority's clocks are `early` short of the instant
+        done,     // decided already (claimed by `by_host`, or recorded missed or skipped)
+        missed,   // too late: recorded missed here
         deferred, // an earlier slot whose run died is to run again first: try again shortly
-        failed,  // no majority either way (too few servers answered, or votes split)
+        failed,   // no majority either way (too few servers answered, or votes split)
     } verdict = Verdict::failed;
     bool again = false;
     Millis early{0};

@@ -212,9 +212,9 @@ LockView merge_servers(std::string name, std::string key, std::vector<ServerView
             view.fence = std::max(view.fence.value_or(0), *sv.fence);
         if (sv.last_run && (!view.last_run || tells_more(*sv.last_run, *view.last_run)))
             view.last_run = sv.last_run;
-        if (sv.cron && (!view.cron || sv.cron->slot_ms > view.cron->slot_ms ||
-                        (sv.cron->slot_ms == view.cron->slot_ms && sv.cron->ended_ms &&
-                         !view.cron->ended_ms)))
+        if (sv.cron &&
+            (!view.cron || sv.cron->slot_ms > view.cron->slot_ms ||
+             (sv.cron->slot_ms == view.cron->slot_ms && sv.cron->ended_ms && !view.cron->ended_ms)))
             view.cron = sv.cron;
         if (sv.token)
             ttls_by_token[*sv.token].push_back(sv.ttl_ms);

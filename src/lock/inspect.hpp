@@ -35,7 +35,7 @@ struct LastRun {
 // (Unix ms): its latest slot decided, and the job's schedule as the claim of it saw it.
 struct CronRecord {
     long long slot_ms = 0;
-    std::string state;              // running, done, lost, killed, interrupted, missed...
+    std::string state;                // running, done, lost, killed, interrupted, missed...
     std::optional<long long> next_ms; // the job's next fire after that slot
     std::string schedule;
     std::string zone;

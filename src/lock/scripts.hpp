@@ -602,12 +602,12 @@ inline constexpr Script k_fair_leave_script = script(k_fair_leave_text);
 // ARGV[6] the ms held): "runs:<outcome>" +1 for every entry; for a run that ran PROGRAM (any
 // outcome but a skip (of a held lock, a slot, or an overlap), a missed cron slot, giving up, an
 // interruption, a failure to start, the operator's force-release entry, or a reaped one: how
-// long that run held is not known) "last_run_ms" (`ended`: when it ended), a duration bucket "d:<seconds>" (the first bound at or above the time
-// held, fleet::k_duration_buckets; else "d:+Inf") +1, and "duration_ms" +held; "last_success_ms"
-// for one that ran and exited 0; "slot_ms" from a --once-per run's entry. The two times never go
-// back: the entry of an earlier run that arrives late (its server was frozen) leaves a later one
-// in place (unless that one is past the server's TIME: no run ended then). pcall: counters are a
-// help, and never cost the entry.
+// long that run held is not known) "last_run_ms" (`ended`: when it ended), a duration bucket
+// "d:<seconds>" (the first bound at or above the time held, fleet::k_duration_buckets; else
+// "d:+Inf") +1, and "duration_ms" +held; "last_success_ms" for one that ran and exited 0; "slot_ms"
+// from a --once-per run's entry. The two times never go back: the entry of an earlier run that
+// arrives late (its server was frozen) leaves a later one in place (unless that one is past the
+// server's TIME: no run ended then). pcall: counters are a help, and never cost the entry.
 //
 // Expiry: the counters 400 days after the last entry (no TTL would outlive every name ever
 // used), the history `age` and a sixteenth more (ARGV[4]). Neither is pushed back by every

@@ -94,7 +94,7 @@ TEST_CASE("a run's report lines are read back as written, and nothing else is on
     REQUIRE(elsewhere);
     CHECK(elsewhere->ended->by == "host-b");
     CHECK(elsewhere->ended->status == -1);
-    for (const char* junk : {"", "started", "started x", "ended ran 0 12", "hello world",
-                             "ended ran 0 12 1834 -2 -"})
+    for (const char* junk :
+         {"", "started", "started x", "ended ran 0 12", "hello world", "ended ran 0 12 1834 -2 -"})
         CHECK_FALSE(parse_report_line(junk));
 }

@@ -31,18 +31,16 @@ std::string claim(const RedisServer& server, const std::string& token, long long
                   long long until, bool at_least_once = false, long long defer_until = 0) {
     return server.command({"EVAL", std::string(redlock::lock::k_cron_claim_script.source), "4",
                            "lock:j", "{lock:j}:meta", "{lock:j}:slot", "lock:j", token,
-                           std::to_string(slot), std::to_string(until),
-                           at_least_once ? "1" : "0", std::to_string(until + 3600000),
-                           std::to_string(slot + 60000), "* * * * *", "UTC",
-                           std::to_string(defer_until), "host", "h-" + token});
+                           std::to_string(slot), std::to_string(until), at_least_once ? "1" : "0",
+                           std::to_string(until + 3600000), std::to_string(slot + 60000),
+                           "* * * * *", "UTC", std::to_string(defer_until), "host", "h-" + token});
 }
 
 std::string look(const RedisServer& server, long long slot, const std::string& what,
                  bool at_least_once = false) {
     return server.command({"EVAL", std::string(redlock::lock::k_cron_yield_script.source), "3",
                            "lock:j", "{lock:j}:meta", "{lock:j}:slot", "t", std::to_string(slot),
-                           at_least_once ? "1" : "0", what,
-                           std::to_string(slot + 3600000)});
+                           at_least_once ? "1" : "0", what, std::to_string(slot + 3600000)});
 }
 
 std::string finish(const RedisServer& server, const std::string& token, long long slot,
@@ -160,7 +158,8 @@ TEST_CASE("overlap=queue keeps one slot waiting and skips the others") {
     REQUIRE(head(claim(server, "t1", now - 3000, now + 60000), 3) == "[1, -1, -1]");
     CHECK(head(look(server, now - 2000, "queue"), 1) == "[15]");
     CHECK(field(server, "pending_ms") == std::to_string(now - 2000));
-    CHECK(head(look(server, now - 2000, "queue"), 1) == "[15]"); // the same slot again: still queued
+    CHECK(head(look(server, now - 2000, "queue"), 1) ==
+          "[15]"); // the same slot again: still queued
     CHECK(head(look(server, now - 1000, "queue"), 1) == "[14]"); // one waits already: skipped
     // The queued slot is claimed once the lock is its run's, though a later one was skipped.
     hold(server, "t2", now - 2000);
