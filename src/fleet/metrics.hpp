@@ -3,6 +3,7 @@
 // metrics`): one series set per lock name (label `name`) and one per server, as
 // `redlock exporter` serves them on /metrics. redlock(1), EXPORTER, lists them.
 
+#include <optional>
 #include <string>
 
 #include "fleet/fleet.hpp"
@@ -10,6 +11,25 @@
 
 namespace redlock::fleet {
 
+// /metrics written a piece at a time, as the client reads it: a fleet of 100,000 names is
+// a body of a hundred megabytes, which need not be held whole. Each family's samples come
+// in name order, resumed after the last name written: what the model changes between two
+// pieces (a notice, a sweep's batch) shows in the families still to come.
+class MetricsWriter {
+  public:
+    MetricsWriter(const Fleet& fleet, util::UtcMillis now);
+    // Appends samples to `out` until it holds at least `want` bytes (a sample is never cut)
+    // or all are written; false once all are.
+    bool next(std::string& out, size_t want);
+
+  private:
+    const Fleet& m_fleet;
+    util::UtcMillis m_now;
+    size_t m_family = 0;                // 0: the servers'; then the names' families, from 1
+    std::optional<std::string> m_after; // the last name written in the current family
+};
+
+// All of it at once.
 [[nodiscard]] std::string render_metrics(const Fleet& fleet, util::UtcMillis now);
 
 // Whether a --once-per name (`slot_ms`) is overdue: no success within its slot and a tenth
