@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "lock/inspect.hpp"
+#include "lock/name.hpp"
 #include "redis/fanout.hpp"
 #include "util/clock.hpp"
 #include "util/log.hpp"
@@ -156,12 +157,17 @@ Clock::time_point Fleet::next_wake(Clock::time_point now) const {
 }
 
 std::optional<std::string> Fleet::name_of(std::string_view channel) const {
+    // (Anyone may publish on a channel the pattern matches: a name redlock could not have
+    // made is no lock's, as SCAN's are checked too.)
     const std::string head = "{" + m_config.key_prefix;
     for (std::string_view tail : {"}:released", "}:events"})
         if (channel.starts_with(head) && channel.ends_with(tail) &&
-            channel.size() > head.size() + tail.size())
-            return std::string(
-                channel.substr(head.size(), channel.size() - head.size() - tail.size()));
+            channel.size() > head.size() + tail.size()) {
+            auto name = channel.substr(head.size(), channel.size() - head.size() - tail.size());
+            if (!lock::validate_name(name))
+                return std::nullopt;
+            return std::string(name);
+        }
     return std::nullopt;
 }
 
@@ -290,27 +296,53 @@ void Fleet::subscribe_again(Clock::time_point now) {
 
 void Fleet::start_sweep() {
     // The exporter follows the names with counters too (their lock free).
-    auto found = lock::list_names(m_reader.connections(), m_config.key_prefix, m_options.pattern,
-                                  true, m_options.keep_free ? "stats" : "");
+    m_sweep = Sweep{std::make_unique<lock::NameScan>(m_reader.connections(), m_config.key_prefix,
+                                                     m_options.pattern, true,
+                                                     m_options.keep_free ? "stats" : ""),
+                    {},
+                    0,
+                    Clock::now()};
+    m_sweep_at.reset();
+}
+
+void Fleet::note_failures(const std::vector<lock::ServerView>& failures, bool all_listed) {
+    for (auto& server : m_servers) {
+        auto failed = std::ranges::find(failures, server.name, &lock::ServerView::server);
+        if (failed != failures.end()) {
+            server.up = false;
+            server.error = failed->error;
+        } else if (all_listed) {
+            server.up = true;
+            server.error.clear();
+        }
+    }
+}
+
+void Fleet::listed(lock::ListResult found) {
     for (size_t i = 0; i < found.cluster.size(); ++i)
         m_reader.set_cluster(i, found.cluster[i]);
-    for (auto& server : m_servers) {
-        auto failed = std::ranges::find(found.failures, server.name, &lock::ServerView::server);
-        server.up = failed == found.failures.end();
-        server.error = server.up ? std::string() : failed->error;
-    }
-    std::vector<std::string> names = std::move(found.names);
+    note_failures(found.failures, true);
+    auto& names = m_sweep->names;
+    names = std::move(found.names);
     const size_t listed = names.size();
     for (const auto& [name, _] : m_locks)
         if (!std::binary_search(names.begin(), names.begin() + static_cast<std::ptrdiff_t>(listed),
                                 name))
             names.push_back(name);
-    m_sweep = Sweep{std::move(names), 0, Clock::now()};
-    m_sweep_at.reset();
 }
 
 bool Fleet::sweep(int interrupt_fd, bool* interrupted) {
     auto& sweep = *m_sweep;
+    if (sweep.scan) {
+        // Listing: a SCAN a step (a server that failed is down from then on).
+        if (!sweep.scan->step()) {
+            listed(std::move(*sweep.scan).result());
+            sweep.scan.reset();
+        } else {
+            note_failures(sweep.scan->failures(), false);
+        }
+        return false;
+    }
     const auto batch =
         std::span(sweep.names)
             .subspan(sweep.next, std::min(LockReader::k_batch, sweep.names.size() - sweep.next));
@@ -395,10 +427,12 @@ bool Fleet::apply(const std::string& name, LockRecord record, std::vector<std::s
             log::note("following {} locks already; more are not kept", m_options.max_names);
         return tell && (!same || !events.empty());
     }
-    if (keep)
+    if (keep) {
         m_locks.insert_or_assign(name, Entry{std::move(record), now});
-    else if (known)
+    } else if (known) {
         m_locks.erase(it);
+        ++m_erasures;
+    }
     if (lease)
         m_leased.insert(name);
     else

@@ -14,9 +14,9 @@
 // a backoff, and every lock read again once it is: no event is missed for good, and no
 // poll on a timer lasts longer than the subscription is away.
 //
-// Reading every lock again (a sweep: the names SCAN finds, and those kept) goes a batch of
-// names (LockReader::k_batch) per step, so that the caller's loop is not held for long
-// however many names there are: the exporter answers HTTP between two batches.
+// Reading every lock again (a sweep: the names SCAN finds, and those kept) goes a SCAN, then
+// a batch of names (LockReader::k_batch), per step, so that the caller's loop is not held
+// for long however many names there are: the exporter answers HTTP between two steps.
 
 #include <chrono>
 #include <deque>
@@ -31,6 +31,7 @@
 
 #include "config/config.hpp"
 #include "fleet/read.hpp"
+#include "lock/inspect.hpp"
 #include "redis/subscription.hpp"
 #include "util/error.hpp"
 
@@ -102,6 +103,9 @@ class Fleet {
     bool sweep(int interrupt_fd, bool* interrupted = nullptr);
 
     [[nodiscard]] const std::map<std::string, Entry>& locks() const { return m_locks; }
+    // How many names left the model so far: pointers to the others' entries stay good
+    // until it changes.
+    [[nodiscard]] size_t erasures() const { return m_erasures; }
     [[nodiscard]] const std::vector<ServerState>& servers() const { return m_servers; }
     [[nodiscard]] const std::string& pattern() const { return m_options.pattern; }
     // When a sweep last read every lock; nullopt before the first.
@@ -125,15 +129,20 @@ class Fleet {
 
   private:
     class Told;
-    // A sweep under way: the names to read, and how far it got.
+    // A sweep under way: listing the names (a SCAN a step), then reading them (a batch a
+    // step), those listed and those kept.
     struct Sweep {
+        std::unique_ptr<lock::NameScan> scan; // while listing
         std::vector<std::string> names;
         size_t next = 0;
         Clock::time_point started{};
     };
 
-    // Lists the names (SCAN) and starts a sweep of them and of those kept.
     void start_sweep();
+    // The listing done: what is to be read, and which servers answered.
+    void listed(lock::ListResult found);
+    // Servers that failed are down; with `all_listed`, the others are up.
+    void note_failures(const std::vector<lock::ServerView>& failures, bool all_listed);
     // Reads `names` again; `events` heard for each (none: a look without notices), and
     // whether their lease may have run out. True when what is shown changed.
     bool refresh(std::span<const std::string> names,
@@ -152,6 +161,7 @@ class Fleet {
     LockReader m_reader;
     std::unique_ptr<redis::Subscription> m_notices;
     std::map<std::string, Entry> m_locks;
+    size_t m_erasures = 0;
     // The names held with a lease (a TTL): read again once it could have run out. Few,
     // where m_locks may be 100,000: the poll loop looks at these alone.
     std::set<std::string> m_leased;

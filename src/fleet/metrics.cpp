@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <utility>
 
 #include "monitor/prometheus.hpp"
 #include "util/count.hpp"
@@ -31,11 +32,11 @@ void seconds(std::string& out, long long ms) {
     out.push_back(static_cast<char>('0' + frac % 10));
 }
 
-// `name="<name>"`, escaped as a label value wants (names are checked when listed, so the
-// escaping is rare: a name from a notice is not).
+// `name="<name>"`, escaped as a label value wants (lock names need none: the fleet keeps
+// only names that are checked, so this is a loop over a few characters per sample).
 void name_label(std::string& out, const std::string& name) {
     out.append("name=\"");
-    if (name.find_first_of("\\\"\n") == std::string::npos)
+    if (std::ranges::none_of(name, [](char c) { return c == '\\' || c == '"' || c == '\n'; }))
         out.append(name);
     else
         out.append(monitor::escape_label_value(name));
@@ -231,8 +232,17 @@ bool overdue(std::optional<long long> slot_ms, std::optional<long long> last_suc
     return now.time_since_epoch().count() - *last_success_ms > *slot_ms + grace;
 }
 
-MetricsWriter::MetricsWriter(const Fleet& fleet, util::UtcMillis now)
-    : m_fleet(fleet), m_now(now) {}
+MetricsWriter::MetricsWriter(const Fleet& fleet, util::UtcMillis now) : m_fleet(fleet), m_now(now) {
+    take_order();
+}
+
+void MetricsWriter::take_order() {
+    m_order.clear();
+    m_order.reserve(m_fleet.locks().size());
+    for (const auto& item : m_fleet.locks())
+        m_order.push_back(&item);
+    m_erasures = m_fleet.erasures();
+}
 
 bool MetricsWriter::next(std::string& out, size_t want) {
     if (m_family == 0) {
@@ -246,17 +256,26 @@ bool MetricsWriter::next(std::string& out, size_t want) {
         }
         m_family = 1;
     }
-    const auto& locks = m_fleet.locks();
-    for (; m_family <= k_families.size(); ++m_family, m_after.reset()) {
+    if (m_fleet.erasures() != m_erasures) {
+        // Names went since the last piece (their entries with them): the order is taken
+        // again, and the family resumed after the last name written.
+        take_order();
+        if (m_headed) {
+            const auto after = std::ranges::upper_bound(
+                m_order, m_last, {},
+                [](const Item* item) -> const std::string& { return item->first; });
+            m_next = static_cast<size_t>(after - m_order.begin());
+        }
+    }
+    for (; m_family <= k_families.size(); ++m_family, m_next = 0, m_headed = false) {
         const Family& f = k_families[m_family - 1];
-        // Resumed after the last name written: names come and go between two pieces.
-        auto it = m_after ? locks.upper_bound(*m_after) : locks.begin();
-        if (!m_after)
+        if (!std::exchange(m_headed, true))
             header(out, f.name, f.type, f.help);
-        for (; it != locks.end(); ++it) {
-            f.write(f, out, it->first, it->second.record, m_now);
-            if (out.size() >= want) {
-                m_after = it->first;
+        while (m_next < m_order.size()) {
+            const Item& item = *m_order[m_next++];
+            f.write(f, out, item.first, item.second.record, m_now);
+            if (out.size() >= want && (m_next < m_order.size() || m_family < k_families.size())) {
+                m_last = item.first;
                 return true;
             }
         }

@@ -244,6 +244,11 @@ class ServedTest(ExporterTest):
         holder = self.holder(["-k", "held"], global_args=args).wait_ready()
         _, address = self.start_exporter(args)
         servers[1].kill()
+        # Told when the exporter next reads the servers: at once here, as the notices'
+        # connection to it closed (a sweep begins).
+        wait_until(lambda: sample(self.metrics(address), "redlock_server_up",
+                                  server=f"127.0.0.1:{servers[1].port}") == 0, 10,
+                   interval=0.1, message="the killed server to show 0")
         m = self.metrics(address)
         for s, up in zip(servers, (1, 0, 1)):
             self.assertEqual(sample(m, "redlock_server_up", server=f"127.0.0.1:{s.port}"), up)
@@ -383,7 +388,7 @@ class SweepTest(ExporterTest):
         server.command("SET", "lock:foreign", "tok", "PX", "600000")
         server.command("HINCRBY", "{lock:job}:stats", "runs:ran", "5")
         wait_until(lambda: sample(self.metrics(address), "redlock_held", name="foreign") == 1,
-                   20, message="the foreign lock to be read in a sweep")
+                   20, interval=0.1, message="the foreign lock to be read in a sweep")
         self.assertEqual(sample(self.metrics(address), "redlock_runs_total", name="job",
                                 outcome="ran"), 6)
 
