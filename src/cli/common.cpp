@@ -14,7 +14,6 @@
 #include "cli/progress.hpp"
 #include "lock/inspect.hpp"
 #include "lock/name.hpp"
-#include "redis/subscription.hpp"
 #include "util/clock.hpp"
 #include "util/duration.hpp"
 #include "util/fd.hpp"
@@ -126,20 +125,6 @@ std::string holder_text(const std::optional<lock::Holder>& holder) {
     if (!holder)
         return "an unknown owner (no redlock metadata)";
     return util::printable(util::format("{}@{} (pid {})", holder->user, holder->host, holder->pid));
-}
-
-std::string human_duration(Millis d) {
-    auto ms = d.count();
-    if (ms < 0)
-        return "-";
-    if (ms < 60'000)
-        return util::format("{:.1f}s", static_cast<double>(ms) / 1000.0);
-    long long s = ms / 1000;
-    if (s < 3600)
-        return util::format("{}m {}s", s / 60, s % 60);
-    if (s < 86400)
-        return util::format("{}h {}m", s / 3600, (s % 3600) / 60);
-    return util::format("{}d {}h", s / 86400, (s % 86400) / 3600);
 }
 
 } // namespace redlock::cli

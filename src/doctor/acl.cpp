@@ -145,7 +145,8 @@ std::vector<AclFeature> acl_features(const config::ServerConfig& server) {
     std::vector<AclFeature> features(replicas + 1);
     features[run] = {Level::risk, "run, acquire, extend and release fail"};
     features[evalsha] = {Level::note, "every script goes as EVAL, the whole script each time"};
-    features[status] = {Level::note, "status, list and release --force fail"};
+    features[status] = {Level::note, "status, list, reap and release --force fail, and a run "
+                                     "takes over no lock of this machine's earlier boot"};
     features[waiting] = {Level::note,
                          "waiters poll every 20-200ms instead of being woken by the release"};
     features[wake] = {Level::note, "waiters listen to the release channel instead, and each "
@@ -197,7 +198,7 @@ std::vector<AclProbe> acl_dryrun_probes(const ProbeKeys& k, const config::Server
 
     add(status, script(lock::k_inspect_script, {k.lock, k.meta, k.fence, k.slot}, {}));
     for (const auto& key : {k.meta, k.slot})
-        add(status, {"HGETALL", key});
+        add(status, {"HMGET", key, "token"});
     add(status, {"PTTL", k.lock});
     add(status, {"GET", k.limit});
 
@@ -307,7 +308,7 @@ std::vector<AclProbe> acl_dryrun_probes(const ProbeKeys& k, const config::Server
 }
 
 std::vector<AclProbe> acl_probe_round1(const ProbeKeys& k, const config::ServerConfig& server,
-                                       const std::string& token) {
+                                       const std::string& token, bool before_redis7) {
     const std::vector<std::string> lock_keys{k.lock, k.meta, k.fence};
     std::vector<AclProbe> out;
     // The acquisition first: the probe lock is then held, with metadata, by our token, so
@@ -346,19 +347,28 @@ std::vector<AclProbe> acl_probe_round1(const ProbeKeys& k, const config::ServerC
          script(lock::k_history_page_script, {k.history}, {"+", "1", "65536", "65536", ""}),
          calls_of(lock::k_history_page_script),
          {k.history}});
+    // Without XTRIM MINID, one write in eight trims by age with XLEN's help (k_history_trim):
+    // not a command this probe's write is likely to reach.
+    if (before_redis7)
+        out.push_back({history, {"XLEN", k.history}, {}, {k.history}});
     // The counters are written with pcall: a refusal there is only seen alone. The hash
     // goes at once (and expires in a second if DEL is refused: run's, named already).
     out.push_back({counters, {"HINCRBY", k.stats, "probes", "0"}, {}, {k.stats}});
     out.push_back({counters, {"PEXPIRE", k.stats, k_ttl}, {}, {k.stats}});
     out.push_back({counters, {"DEL", k.stats}, {}, {k.stats}});
-    // watch's and the exporter's reading, read-only, and loading it for EVALSHA_RO.
+    // watch's and the exporter's reading, read-only (before Redis 7, which has no _RO
+    // commands, as they send it there), and loading it for EVALSHA_RO.
     out.push_back(
         {fleet,
-         read_script(k, "EVAL_RO"),
+         read_script(k, before_redis7 ? "EVAL" : "EVAL_RO"),
          calls_of(fleet::k_read_script),
          {k.lock, k.meta, k.fence, k.slot, k.waiters, k.queue, k.limit, k.stats, k.history}});
     out.push_back({fleet, {"SCRIPT", "LOAD", std::string(fleet::k_read_script.source)}, {}, {}});
-    out.push_back({fleet, {"EVALSHA_RO", std::string(fleet::k_read_script.sha1), "0"}, {}, {}});
+    out.push_back(
+        {fleet,
+         {before_redis7 ? "EVALSHA" : "EVALSHA_RO", std::string(fleet::k_read_script.sha1), "0"},
+         {},
+         {}});
     // The events channel (PSUBSCRIBE itself can only be tried by subscribing); `watch`
     // ignores this message.
     out.push_back({watch, {"PUBLISH", k.events, "redlock-doctor"}, {}, {}});
@@ -456,6 +466,15 @@ std::optional<AclRefusal> parse_acl_refusal(std::string_view reply) {
     if (t.find("key") != std::string::npos)
         return AclRefusal{AclRefusal::Kind::key, {}};
     return AclRefusal{AclRefusal::Kind::command, {}};
+}
+
+bool lacks_command(std::string_view reply) {
+    const std::string t = lower(reply.substr(0, 300));
+    return std::ranges::any_of(
+        std::initializer_list<std::string_view>{"syntax error", "unknown command",
+                                                "unknown redis command", "unknown subcommand",
+                                                "wrong number of arguments"},
+        [&](std::string_view words) { return t.find(words) != t.npos; });
 }
 
 Check acl_verdict(std::string_view user, std::string_view how, std::span<const AclFeature> features,

@@ -1,4 +1,5 @@
 #include <array>
+#include <chrono>
 #include <set>
 #include <string>
 #include <string_view>
@@ -127,6 +128,35 @@ TEST_CASE("the inspect script reports a free lock as nil, -2 and no metadata") {
               .command({"EVAL", std::string(k_inspect_script.source), "4", "lock:x",
                         "{lock:x}:meta", "{lock:x}:fence", "{lock:x}:slot"})
               .ends_with(", [token, tok], 7, [slot, 3]]"));
+}
+
+TEST_CASE("the inspect script reads only the fields redlock knows, each clipped") {
+    RedisServer server;
+    server.command({"SET", "lock:x", "tok", "PX", "60000"});
+    server.command({"HSET", "{lock:x}:meta", "token", "tok", "host", std::string(5000, 'h')});
+    // Another client's hash of many fields: HGETALL's reply would be too large to read.
+    std::vector<std::string> many{"HSET", "{lock:x}:meta"};
+    for (int i = 0; i < 40000; ++i) {
+        many.push_back("f" + std::to_string(i));
+        many.push_back("v");
+    }
+    server.command(many);
+    many[1] = "{lock:x}:slot";
+    server.command(many);
+    server.command({"HSET", "{lock:x}:slot", "slot", "3"});
+    const auto held = server.command({"EVAL", std::string(k_inspect_script.source), "4", "lock:x",
+                                      "{lock:x}:meta", "{lock:x}:fence", "{lock:x}:slot"});
+    CHECK(
+        held.ends_with(", [token, tok, host, " + std::string(4096, 'h') + "], (nil), [slot, 3]]"));
+}
+
+TEST_CASE("the inspect script reads every field of the metadata that redlock reads") {
+    // The script's list of the metadata's fields is lock/holder.hpp's, in its order.
+    std::string list = "{";
+    for (auto name : redlock::lock::k_holder_field_names)
+        list += (list.size() > 1 ? ", \"" : "\"") + std::string(name) + "\"";
+    list += "}";
+    CHECK(k_inspect_script.source.find("fields(KEYS[2], " + list + ")") != std::string_view::npos);
 }
 
 namespace {
@@ -533,6 +563,29 @@ std::string take(const RedisServer& server, int permit, const std::string& token
     return permit_call(server, redlock::lock::k_acquire_permit_script, permit,
                        {token, "60000", limit, single, "host", "h"});
 }
+// Whether the server has Redis 7's PEXPIRETIME (and PEXPIREAT GT, SET PXAT); Redis 6 has not.
+bool has_pexpiretime(const RedisServer& server) {
+    return !server.command({"PEXPIRETIME", "lock:x"}).starts_with("(error)");
+}
+// The name's set and its limit expire together: in the same ms where the script gives both
+// the same instant (Redis 7); on Redis 6, which has no SET PXAT, the limit at most a few ms
+// after the set (its PX counts from the script's TIME), never before.
+void check_limit_expires_with_the_set(const RedisServer& server) {
+    if (has_pexpiretime(server)) {
+        CHECK(server.command({"PEXPIRETIME", "lock:x"}) ==
+              server.command({"PEXPIRETIME", "{lock:x}:limit"}));
+        return;
+    }
+    const auto both =
+        server.command({"EVAL", "return {redis.call('pttl', KEYS[1]), redis.call('pttl', KEYS[2])}",
+                        "2", "lock:x", "{lock:x}:limit"});
+    const auto comma = both.find(',');
+    const long long set = std::stoll(both.substr(1, comma - 1));
+    const long long limit = std::stoll(both.substr(comma + 2));
+    CHECK(set > 0);
+    CHECK(limit >= set);
+    CHECK(limit <= set + 100);
+}
 } // namespace
 
 TEST_CASE("a permit is one lock of its own, and the name's set tracks its holders") {
@@ -548,8 +601,7 @@ TEST_CASE("a permit is one lock of its own, and the name's set tracks its holder
     auto pttl = std::stoll(server.command({"PTTL", "lock:x"}));
     CHECK(pttl > 50000);
     CHECK(pttl <= 60000 + 60000 / 16);
-    CHECK(server.command({"PEXPIRETIME", "lock:x"}) ==
-          server.command({"PEXPIRETIME", "{lock:x}:limit"}));
+    check_limit_expires_with_the_set(server);
     // Round 1 over several servers: the same increment.
     CHECK(take(server, 3, "d", "3", "0") == "1");
     CHECK(server.command({"GET", "{lock:x}:permit:3:fence"}) == "1");
@@ -696,6 +748,14 @@ TEST_CASE("acquisitions within a sixteenth of a lease move the set's expiry once
     REQUIRE(take(server, 2, "b") == "1");
     REQUIRE(take(server, 3, "c") == "1");
     const auto stats = server.command({"INFO", "commandstats"});
+    if (!has_pexpiretime(server)) {
+        // Redis 6 has no GT: each acquisition moves both to the longest lease held.
+        const auto pttl = std::stoll(server.command({"PTTL", "lock:x"}));
+        CHECK(pttl > 50000);
+        CHECK(pttl <= 60000);
+        check_limit_expires_with_the_set(server);
+        return;
+    }
     CHECK(stats.find("cmdstat_pexpireat:calls=2,") != std::string::npos); // the set's alone
     CHECK(server.command({"PEXPIRETIME", "lock:x"}) == at);
     CHECK(server.command({"PEXPIRETIME", "{lock:x}:limit"}) == at);
@@ -772,18 +832,31 @@ TEST_CASE("a renewal that cuts the lease short says so on the channel, one that 
 
 namespace {
 // The history script recording an entry of `fields` (field, value, ...) for lock:x, held
-// `held_ms`, keeping `keep` entries (0: none, counters only).
+// `held_ms`, keeping `keep` entries (0: none, counters only), of a run that ended at `ended`
+// (ms since the Unix epoch; "": when it arrives).
 std::string record(const RedisServer& server, std::vector<std::string> fields,
-                   const std::string& held_ms = "0", const std::string& keep = "10") {
+                   const std::string& held_ms = "0", const std::string& keep = "10",
+                   const std::string& ended = "") {
     std::string packed;
     for (const auto& f : fields)
         packed += f + '\0';
     return server.command({"EVAL", std::string(redlock::lock::k_history_script.source), "4",
                            "{lock:x}:history", "lock:x", "{lock:x}:meta", "{lock:x}:stats", "run",
-                           "tok", keep, "60000", "0", held_ms, packed});
+                           "tok", keep, "60000", "0", held_ms, packed, ended});
 }
 std::string stat(const RedisServer& server, const std::string& field) {
     return server.command({"HGET", "{lock:x}:stats", field});
+}
+long long stat_ms(const RedisServer& server, const std::string& field) {
+    return std::stoll(stat(server, field));
+}
+// The started_ms of the newest entry of lock:x's history.
+long long newest_start(const RedisServer& server) {
+    return std::stoll(
+        server.command({"EVAL",
+                        "local e = redis.call('xrevrange', KEYS[1], '+', '-', 'COUNT', 1)[1][2] "
+                        "for i = 1, #e, 2 do if e[i] == 'started_ms' then return e[i + 1] end end",
+                        "1", "{lock:x}:history"}));
 }
 } // namespace
 
@@ -820,6 +893,29 @@ TEST_CASE("with history = 0 the counters count and no entry is kept") {
     CHECK(stat(server, "runs:ran") == "1");
     CHECK(stat(server, "slot_ms") == "3600000");
     CHECK(server.command({"EXISTS", "{lock:x}:history"}) == "0");
+}
+
+TEST_CASE("about one write in eight drops the entries older than the age, and only those") {
+    RedisServer server;
+    // Two entries from 1970 (their ids are ms since the epoch), and runs until a write
+    // falls on a ms that trims (by the server's clock, a multiple of eight).
+    server.command({"XADD", "{lock:x}:history", "1000-0", "outcome", "ran"});
+    server.command({"XADD", "{lock:x}:history", "2000-0", "outcome", "ran"});
+    auto oldest = [&] {
+        return server.command({"XRANGE", "{lock:x}:history", "-", "+", "COUNT", "1"});
+    };
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    int written = 0;
+    while (oldest().starts_with("[[1000-0") && std::chrono::steady_clock::now() < deadline) {
+        // A new run id each time: one run's entry is recorded once.
+        const std::string run = "r" + std::to_string(written);
+        REQUIRE(record(server, {"run", run, "outcome", "ran", "status", "0"}, "10", "100000") ==
+                "1");
+        ++written;
+    }
+    CHECK_FALSE(oldest().starts_with("[[1000-0"));
+    CHECK_FALSE(oldest().starts_with("[[2000-0"));
+    CHECK(server.command({"XLEN", "{lock:x}:history"}) == std::to_string(written));
 }
 
 TEST_CASE("the history script's duration buckets are the exporter's") {
@@ -869,4 +965,81 @@ TEST_CASE("the history's and the counters' expiry is pushed back once a sixteent
     server.command({"DEL", "{lock:x}:history"});
     CHECK(record(server, {"run", "g", "outcome", "ran", "status", "0"}, "10") == "1");
     CHECK(pttl("{lock:x}:history") > 60000);
+}
+
+TEST_CASE("a run's entry sent twice is recorded once, in the history and the counters") {
+    RedisServer server;
+    // The run's own release, then its releaser's (redlock killed while it waited): the same
+    // run id, whatever the second says of it.
+    CHECK(record(server, {"run", "a", "outcome", "ran", "status", "0"}, "1500") == "1");
+    CHECK(record(server, {"run", "a", "outcome", "ran", "status", "0"}, "1700") == "0");
+    CHECK(record(server, {"run", "b", "outcome", "failed", "status", "127"}) == "1");
+    CHECK(record(server, {"run", "b", "outcome", "killed"}) == "0");
+    CHECK(server.command({"XLEN", "{lock:x}:history"}) == "2");
+    CHECK(stat(server, "runs:ran") == "1");
+    CHECK(stat(server, "d:5") == "1");
+    CHECK(stat(server, "duration_ms") == "1500");
+    CHECK(stat(server, "runs:failed") == "1");
+    CHECK(stat(server, "runs:killed") == "(nil)");
+    CHECK(stat(server, "recorded") == "b a");
+    // With history = 0 too: the counters count it once.
+    CHECK(record(server, {"run", "c", "outcome", "ran", "status", "0"}, "10", "0") == "1");
+    CHECK(record(server, {"run", "c", "outcome", "ran", "status", "0"}, "10", "0") == "0");
+    CHECK(stat(server, "runs:ran") == "2");
+    // The ids of the last five entries are kept, no more, and of each its first 12 digits:
+    // the hash stays a listpack (a ziplist before Redis 7).
+    for (const char* run : {"d00000000000000d", "e00000000000000e", "f00000000000000f",
+                            "a00000000000000a", "b00000000000000b"})
+        CHECK(record(server, {"run", run, "outcome", "ran", "status", "0"}) == "1");
+    CHECK(stat(server, "recorded") ==
+          "b00000000000 a00000000000 f00000000000 e00000000000 d00000000000");
+    const auto encoding = server.command({"OBJECT", "ENCODING", "{lock:x}:stats"});
+    CHECK((encoding == "listpack" || encoding == "ziplist"));
+    CHECK(record(server, {"run", "a00000000000000a", "outcome", "ran", "status", "0"}) == "0");
+    CHECK(record(server, {"run", "c", "outcome", "ran", "status", "0"}) == "1");
+    CHECK(stat(server, "runs:ran") == "8");
+}
+
+TEST_CASE("an entry that arrives late says when its run ended, and moves no last run or "
+          "success back") {
+    RedisServer server;
+    // A run that ended a minute ago, whose release this server gets only now (it was frozen).
+    const long long ended = server_ms(server) - 60000;
+    CHECK(record(server, {"run", "a", "outcome", "ran", "status", "0"}, "1500", "10",
+                 std::to_string(ended)) == "1");
+    CHECK(newest_start(server) == ended - 1500);
+    CHECK(stat_ms(server, "last_run_ms") == ended);
+    CHECK(stat_ms(server, "last_success_ms") == ended);
+    // An earlier run's entry that arrives after it has its own times, and moves neither back.
+    CHECK(record(server, {"run", "b", "outcome", "ran", "status", "0"}, "10", "10",
+                 std::to_string(ended - 5000)) == "1");
+    CHECK(newest_start(server) == ended - 5010);
+    CHECK(stat_ms(server, "last_run_ms") == ended);
+    CHECK(stat_ms(server, "last_success_ms") == ended);
+    // A later failure moves the last run only.
+    CHECK(record(server, {"run", "c", "outcome", "ran", "status", "1"}, "10", "10",
+                 std::to_string(ended + 1000)) == "1");
+    CHECK(stat_ms(server, "last_run_ms") == ended + 1000);
+    CHECK(stat_ms(server, "last_success_ms") == ended);
+    // An end in the server's future (a host clock ahead), or one that is not a time, is the
+    // server's TIME on arrival.
+    for (const std::string& bad :
+         std::vector<std::string>{std::to_string(server_ms(server) + 3600000), "banana", "-5"}) {
+        const long long before = server_ms(server);
+        CHECK(record(server, {"run", "d" + bad, "outcome", "ran", "status", "0"}, "10", "10",
+                     bad) == "1");
+        const long long after = server_ms(server);
+        CHECK(stat_ms(server, "last_success_ms") >= before);
+        CHECK(stat_ms(server, "last_success_ms") <= after);
+        CHECK(newest_start(server) >= before - 10);
+        CHECK(newest_start(server) <= after - 10);
+    }
+    // A last success past the server's TIME is no time a run ended (the clock was stepped
+    // back, or someone wrote it): a run's end replaces it.
+    server.command({"HSET", "{lock:x}:stats", "last_success_ms",
+                    std::to_string(server_ms(server) + 86400000)});
+    const long long now = server_ms(server) - 1000;
+    CHECK(record(server, {"run", "e", "outcome", "ran", "status", "0"}, "10", "10",
+                 std::to_string(now)) == "1");
+    CHECK(stat_ms(server, "last_success_ms") == now);
 }
