@@ -392,9 +392,6 @@ std::vector<config::Endpoint> cluster_masters(const redis::Connection& conn) {
     return out;
 }
 
-ListResult scan_names(std::span<redis::Connection> conns, std::string_view prefix,
-                      std::string_view pattern, size_t wait_for, std::string_view companion);
-
 } // namespace
 
 void wait_for_answers(std::span<redis::Connection> conns, size_t wait_for) {
@@ -424,125 +421,129 @@ std::string glob_escape(std::string_view text) {
     return out;
 }
 
-ListResult list_names(std::span<redis::Connection> conns, std::string_view prefix,
-                      std::string_view pattern, bool majority_only, std::string_view companion) {
+NameScan::NameScan(std::span<redis::Connection> conns, std::string_view prefix,
+                   std::string_view pattern, bool majority_only, std::string_view companion)
+    : m_prefix(prefix), m_companion(companion) {
     // A Redis Cluster node holds only its own slots' keys: every master is scanned in its
     // place. A server that is not a cluster node refuses CLUSTER NODES and is scanned itself.
     const std::array<std::string_view, 2> cluster_nodes{"CLUSTER", "NODES"};
-    const size_t wait_for = majority_only ? majority_of(conns.size()) : conns.size();
     auto now = redis::Clock::now();
     for (auto& c : conns)
         c.start(redis::encode_command(cluster_nodes), {}, now);
-    wait_for_answers(conns, wait_for);
-    std::vector<redis::Connection> nodes;
-    std::vector<bool> cluster;
+    wait_for_answers(conns, majority_only ? majority_of(conns.size()) : conns.size());
     bool any_cluster = false;
     for (auto& conn : conns) {
         auto masters = cluster_masters(conn);
-        cluster.push_back(!masters.empty());
+        m_result.cluster.push_back(!masters.empty());
         any_cluster = any_cluster || !masters.empty();
         if (masters.empty())
-            nodes.emplace_back(conn.server());
+            m_nodes.emplace_back(conn.server());
         for (const auto& master : masters) {
             auto server = conn.server();
             server.url.host = master.host;
             server.url.port = master.port;
-            nodes.emplace_back(std::move(server));
+            m_nodes.emplace_back(std::move(server));
         }
     }
-    auto scanned = any_cluster ? std::span<redis::Connection>(nodes) : conns;
-    auto result =
-        scan_names(scanned, prefix, pattern,
-                   majority_only ? majority_of(scanned.size()) : scanned.size(), companion);
-    result.cluster = std::move(cluster);
-    return result;
-}
-
-namespace {
-
-ListResult scan_names(std::span<redis::Connection> conns, std::string_view prefix,
-                      std::string_view pattern, size_t wait_for, std::string_view companion) {
-    ListResult result;
-    std::set<std::string> names;
-    std::vector<std::string> cursors(conns.size(), "0");
-    std::vector<bool> done(conns.size(), false);
+    if (!any_cluster)
+        m_nodes.clear();
+    m_conns = any_cluster ? std::span<redis::Connection>(m_nodes) : conns;
+    m_wait_for = majority_only ? majority_of(m_conns.size()) : m_conns.size();
+    m_cursors.assign(m_conns.size(), "0");
+    m_done.assign(m_conns.size(), false);
+    m_stage.assign(m_conns.size(), 0);
     // The lock keys, then (with `companion`) the names' companion keys of that suffix: each
     // server goes through them one after the other.
-    std::vector<std::string> matches{glob_escape(prefix) + std::string(pattern)};
+    m_matches.push_back(glob_escape(prefix) + std::string(pattern));
     if (!companion.empty())
-        matches.push_back("{" + glob_escape(prefix) + std::string(pattern) +
-                          "}:" + glob_escape(companion));
-    std::vector<size_t> stage(conns.size(), 0);
-    // SCAN visits every key present for the whole scan at least once; the bound only stops
-    // a misbehaving server from keeping us forever.
-    for (int round = 0; round < 1'000'000; ++round) {
-        auto now = redis::Clock::now();
-        bool any = false;
-        for (size_t i = 0; i < conns.size(); ++i) {
-            if (done[i])
-                continue;
-            std::array<std::string_view, 6> argv{"SCAN",  cursors[i], "MATCH", matches[stage[i]],
-                                                 "COUNT", "1000"};
-            conns[i].start(redis::encode_command(argv), {}, now);
-            any = true;
-        }
-        if (!any)
-            break;
-        // (A server done already counts as answered: its last reply is still there.)
-        wait_for_answers(conns, wait_for);
-        for (size_t i = 0; i < conns.size(); ++i) {
-            if (done[i])
-                continue;
-            ServerView sv;
-            const redisReply* reply = read_outcome(conns[i], sv);
-            if (reply && (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2)) {
-                sv.reachable = false;
-                sv.error = "unexpected reply to SCAN";
-                reply = nullptr;
-            }
-            if (!reply) {
-                done[i] = true;
-                result.failures.push_back(std::move(sv));
-                continue;
-            }
-            if (reply && (reply->element[0]->type != REDIS_REPLY_STRING ||
-                          !is_cursor(redis::text(*reply->element[0])))) {
-                // Looping on a cursor that can never be 0 would keep us for a million
-                // rounds: treat the server as broken.
-                sv.reachable = false;
-                sv.error =
-                    "unexpected reply to SCAN (cursor " + redis::describe(*reply->element[0]) + ")";
-                done[i] = true;
-                result.failures.push_back(std::move(sv));
-                continue;
-            }
-            cursors[i] = std::string(redis::text(*reply->element[0]));
-            const redisReply* keys = reply->element[1];
-            const std::string head =
-                stage[i] == 0 ? std::string(prefix) : "{" + std::string(prefix);
-            const std::string tail = stage[i] == 0 ? std::string() : "}:" + std::string(companion);
-            for (size_t k = 0; keys->type == REDIS_REPLY_ARRAY && k < keys->elements; ++k) {
-                auto key = redis::text(*keys->element[k]);
-                if (!key.starts_with(head) || !key.ends_with(tail) ||
-                    key.size() < head.size() + tail.size())
-                    continue;
-                auto name = key.substr(head.size(), key.size() - head.size() - tail.size());
-                if (validate_name(name))
-                    names.emplace(name);
-            }
-            if (cursors[i] == "0" && ++stage[i] < matches.size())
-                continue; // the next match, from cursor 0
-            if (cursors[i] == "0") {
-                done[i] = true;
-                ++result.scanned;
-            }
-        }
-    }
-    result.names.assign(names.begin(), names.end());
-    return result;
+        m_matches.push_back("{" + glob_escape(prefix) + std::string(pattern) +
+                            "}:" + glob_escape(companion));
 }
 
-} // namespace
+NameScan::~NameScan() = default;
+
+bool NameScan::step() {
+    // SCAN visits every key present for the whole scan at least once; the bound only stops
+    // a misbehaving server from keeping us forever.
+    if (++m_rounds > 1'000'000)
+        return false;
+    auto now = redis::Clock::now();
+    bool any = false;
+    for (size_t i = 0; i < m_conns.size(); ++i) {
+        if (m_done[i])
+            continue;
+        std::array<std::string_view, 6> argv{"SCAN",  m_cursors[i], "MATCH", m_matches[m_stage[i]],
+                                             "COUNT", "1000"};
+        m_conns[i].start(redis::encode_command(argv), {}, now);
+        any = true;
+    }
+    if (!any)
+        return false;
+    // (A server done already counts as answered: its last reply is still there.)
+    wait_for_answers(m_conns, m_wait_for);
+    for (size_t i = 0; i < m_conns.size(); ++i) {
+        if (m_done[i])
+            continue;
+        ServerView sv;
+        const redisReply* reply = read_outcome(m_conns[i], sv);
+        if (reply && (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2)) {
+            sv.reachable = false;
+            sv.error = "unexpected reply to SCAN";
+            reply = nullptr;
+        }
+        if (!reply) {
+            m_done[i] = true;
+            m_result.failures.push_back(std::move(sv));
+            continue;
+        }
+        if (reply && (reply->element[0]->type != REDIS_REPLY_STRING ||
+                      !is_cursor(redis::text(*reply->element[0])))) {
+            // Looping on a cursor that can never be 0 would keep us for a million
+            // rounds: treat the server as broken.
+            sv.reachable = false;
+            sv.error =
+                "unexpected reply to SCAN (cursor " + redis::describe(*reply->element[0]) + ")";
+            m_done[i] = true;
+            m_result.failures.push_back(std::move(sv));
+            continue;
+        }
+        m_cursors[i] = std::string(redis::text(*reply->element[0]));
+        const redisReply* keys = reply->element[1];
+        const std::string head =
+            m_stage[i] == 0 ? std::string(m_prefix) : "{" + std::string(m_prefix);
+        const std::string tail = m_stage[i] == 0 ? std::string() : "}:" + std::string(m_companion);
+        for (size_t k = 0; keys->type == REDIS_REPLY_ARRAY && k < keys->elements; ++k) {
+            auto key = redis::text(*keys->element[k]);
+            if (!key.starts_with(head) || !key.ends_with(tail) ||
+                key.size() < head.size() + tail.size())
+                continue;
+            auto name = key.substr(head.size(), key.size() - head.size() - tail.size());
+            if (validate_name(name))
+                m_names.emplace(name);
+        }
+        if (m_cursors[i] == "0" && ++m_stage[i] < m_matches.size())
+            continue; // the next match, from cursor 0
+        if (m_cursors[i] == "0") {
+            m_done[i] = true;
+            ++m_result.scanned;
+        }
+    }
+    return std::ranges::any_of(m_done, [](bool done) { return !done; });
+}
+
+ListResult NameScan::result() && {
+    m_result.names.assign(std::make_move_iterator(m_names.begin()),
+                          std::make_move_iterator(m_names.end()));
+    return std::move(m_result);
+}
+
+ListResult list_names(std::span<redis::Connection> conns, std::string_view prefix,
+                      std::string_view pattern, bool majority_only, std::string_view companion) {
+    NameScan scan(conns, prefix, pattern, majority_only, companion);
+    while (scan.step()) {
+    }
+    return std::move(scan).result();
+}
 
 size_t force_release(std::span<redis::Connection> conns, const LockView& view,
                      const ForceRelease& by) {

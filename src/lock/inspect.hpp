@@ -6,6 +6,7 @@
 #include <chrono>
 #include <map>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -135,6 +136,39 @@ struct ListResult {
 [[nodiscard]] ListResult list_names(std::span<redis::Connection> conns, std::string_view prefix,
                                     std::string_view pattern, bool majority_only = false,
                                     std::string_view companion = {});
+
+// list_names a step at a time, for a caller with other work between two steps (the
+// exporter answers HTTP while it lists 100,000 names): the constructor asks whether the
+// servers are cluster nodes, each step() sends one SCAN to every server not done and waits
+// for it as list_names does.
+class NameScan {
+  public:
+    NameScan(std::span<redis::Connection> conns, std::string_view prefix, std::string_view pattern,
+             bool majority_only = false, std::string_view companion = {});
+    ~NameScan();
+    NameScan(const NameScan&) = delete;
+    NameScan& operator=(const NameScan&) = delete;
+
+    // One SCAN round; false once every server is done (or failed).
+    bool step();
+    // The servers that failed so far (as in ListResult).
+    [[nodiscard]] const std::vector<ServerView>& failures() const { return m_result.failures; }
+    [[nodiscard]] ListResult result() &&;
+
+  private:
+    std::string m_prefix;
+    std::string m_companion;
+    std::vector<redis::Connection> m_nodes; // a cluster's masters, scanned in its place
+    std::span<redis::Connection> m_conns;   // what is scanned: the servers, or m_nodes
+    size_t m_wait_for = 0;
+    std::vector<std::string> m_matches; // the lock keys' glob, then the companion's
+    std::vector<std::string> m_cursors;
+    std::vector<bool> m_done;
+    std::vector<size_t> m_stage; // per server: in m_matches
+    std::set<std::string> m_names;
+    ListResult m_result;
+    int m_rounds = 0;
+};
 inline constexpr auto k_list_stragglers = std::chrono::milliseconds(20);
 
 // Waits for the requests in flight on `conns`: for every one, or once `wait_for` of the
