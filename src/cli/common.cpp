@@ -14,7 +14,6 @@
 #include "cli/progress.hpp"
 #include "lock/inspect.hpp"
 #include "lock/name.hpp"
-#include "redis/subscription.hpp"
 #include "util/clock.hpp"
 #include "util/duration.hpp"
 #include "util/fd.hpp"
@@ -117,7 +116,7 @@ bool print_stdout(const std::string& text) {
 // Computed in milliseconds: system_clock's nanoseconds would overflow for a year like 9999.
 std::optional<Millis> age_of(const std::string& iso) {
     auto then = util::parse_utc_timestamp(iso);
-    if (!then)
+    if (!then || !util::plausible_ms(then->time_since_epoch().count()))
         return std::nullopt;
     return std::chrono::floor<Millis>(std::chrono::system_clock::now()) - *then;
 }
@@ -126,20 +125,6 @@ std::string holder_text(const std::optional<lock::Holder>& holder) {
     if (!holder)
         return "an unknown owner (no redlock metadata)";
     return util::printable(util::format("{}@{} (pid {})", holder->user, holder->host, holder->pid));
-}
-
-std::string human_duration(Millis d) {
-    auto ms = d.count();
-    if (ms < 0)
-        return "-";
-    if (ms < 60'000)
-        return util::format("{:.1f}s", static_cast<double>(ms) / 1000.0);
-    long long s = ms / 1000;
-    if (s < 3600)
-        return util::format("{}m {}s", s / 60, s % 60);
-    if (s < 86400)
-        return util::format("{}h {}m", s / 3600, (s % 3600) / 60);
-    return util::format("{}d {}h", s / 86400, (s % 86400) / 3600);
 }
 
 } // namespace redlock::cli

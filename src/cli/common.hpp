@@ -14,6 +14,7 @@
 #include "lock/history.hpp"
 #include "lock/holder.hpp"
 #include "lock/lock.hpp"
+#include "util/duration.hpp"
 #include "util/error.hpp"
 #include "util/json.hpp"
 
@@ -48,11 +49,11 @@ unless_acquired(const util::Expected<job::Acquisition>& acquisition, int conflic
 // /dev/null by now). The caller then exits 70.
 [[nodiscard]] bool print_stdout(const std::string& text);
 
-// "24.3s", "5m 3s", "2h 10m", "1d 2h": a duration for people.
-[[nodiscard]] std::string human_duration(std::chrono::milliseconds d);
+// "24.3s", "5m 3s", "2h 10m", "1d 2h": a duration for people (lock/reap.cpp says them too).
+using util::human_duration;
 
 // How long ago an ISO 8601 UTC timestamp ("2026-12-02T14:16:33.620Z") was; nullopt when
-// the text is not one (metadata is whatever a client wrote).
+// the text is not one, or is before 1970 (metadata is whatever a client wrote).
 [[nodiscard]] std::optional<std::chrono::milliseconds> age_of(const std::string& iso);
 
 // A history entry (cli/history_command.cpp) as `status` shows it: one line for a person,

@@ -145,7 +145,8 @@ std::vector<AclFeature> acl_features(const config::ServerConfig& server) {
     std::vector<AclFeature> features(replicas + 1);
     features[run] = {Level::risk, "run, acquire, extend and release fail"};
     features[evalsha] = {Level::note, "every script goes as EVAL, the whole script each time"};
-    features[status] = {Level::note, "status, list and release --force fail"};
+    features[status] = {Level::note, "status, list, reap and release --force fail, and a run "
+                                     "takes over no lock of this machine's earlier boot"};
     features[waiting] = {Level::note,
                          "waiters poll every 20-200ms instead of being woken by the release"};
     features[wake] = {Level::note, "waiters listen to the release channel instead, and each "
@@ -197,7 +198,7 @@ std::vector<AclProbe> acl_dryrun_probes(const ProbeKeys& k, const config::Server
 
     add(status, script(lock::k_inspect_script, {k.lock, k.meta, k.fence, k.slot}, {}));
     for (const auto& key : {k.meta, k.slot})
-        add(status, {"HGETALL", key});
+        add(status, {"HMGET", key, "token"});
     add(status, {"PTTL", k.lock});
     add(status, {"GET", k.limit});
 

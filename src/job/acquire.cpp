@@ -120,28 +120,45 @@ lock::Holder here_of(const lock::Lock& lock) {
     return here;
 }
 
-// A lock found held, by `seen`: if by this machine under an earlier boot (nothing of that
-// boot can still run), it is reaped, with the waiters woken and the entry `reaped`
-// (lock/reap.hpp). Returns true when something was released: the caller tries again at
-// once.
+// A lock found held, by `seen`: a holder that names this machine under another boot is
+// judged by the one rule of lock/reap.hpp, on its lease, read now with the lock. Proven
+// not to have renewed since this machine booted, it is reaped, with the waiters woken and
+// the entry `reaped`; otherwise it is left, and the run says why (once: the caller looks
+// at its first "held" only). Returns true when something was released: the caller tries
+// again at once.
 bool take_over(lock::Lock& lock, std::string_view name, const WaitPolicy& policy,
                Observer& observer, const lock::Holder& here, std::span<const lock::HeldBy> seen) {
+    if (!lock::any_of_another_boot(seen, here))
+        return false;
+    // Over a majority (a frozen server must not hold up the run): a renewal that counted
+    // reached a majority, so one of those read shows it.
+    const auto view = lock::inspect(lock.connections(), lock.name_keys(), name, true);
     std::vector<config::ServerConfig> servers;
     for (const auto& c : lock.connections())
         servers.push_back(c.server());
     bool released = false;
-    for (const auto& r : lock::reapable(seen, here)) {
+    for (const auto& t : lock::takeovers(view, lock::this_boot(here))) {
+        const auto& h = t.held.holder;
+        const std::string which = util::format(
+            "'{}'{}", name,
+            t.held.permit > 0 ? util::format(" (permit {})", t.held.permit) : std::string());
+        const std::string who =
+            util::format("{}@{}, pid {}, since {}", h.user, h.host, h.pid, h.acquired_at);
+        if (!t.verdict.take) {
+            observer.notice(util::format("{} is held by this machine's identity under another "
+                                         "boot ({}); not taken over: {}",
+                                         which, who, t.verdict.why));
+            continue;
+        }
         const size_t n =
-            lock::tally_of(lock::reap(servers, lock.name_keys(), lock.limit(), r,
+            lock::tally_of(lock::reap(servers, lock.name_keys(), lock.limit(), t,
                                       {here, policy.history_keep, policy.history_max_age}))
                 .yes;
         released |= n > 0;
-        observer.notice(util::format(
-            "'{}'{} was held by this machine under an earlier boot ({}@{}, pid {}, since {}): "
-            "{}",
-            name, r.permit > 0 ? util::format(" (permit {})", r.permit) : std::string(),
-            r.holder.user, r.holder.host, r.holder.pid, r.holder.acquired_at,
-            n > 0 ? "reaped" : "not released (gone already, or the servers refused)"));
+        observer.notice(
+            util::format("{} was held by this machine under an earlier boot ({}), {}: {}", which,
+                         who, t.verdict.why,
+                         n > 0 ? "reaped" : "not released (gone already, or the servers refused)"));
     }
     return released;
 }
@@ -269,7 +286,8 @@ util::Expected<Acquisition> wait_and_acquire(lock::Lock& lock, std::string_view 
             refusal_sent = true;
             refusal = *skip;
             refusal->skip = true;
-            refusal->waited = std::chrono::floor<Millis>(Clock::now() - started);
+            refusal->ended = Clock::now();
+            refusal->waited = std::chrono::floor<Millis>(*refusal->ended - started);
             refusal->add("outcome", wait->count() == 0 ? "skipped-held" : "gave-up");
         }
         auto attempt = lock.acquire(signals.fd(), leader_next, refusal ? &*refusal : nullptr);

@@ -110,10 +110,12 @@ Holder current_holder(std::span<const std::string> command, long pid,
         h.host = host;
     h.pid = pid;
     // When the holder process was surely running, on this boot's clock: a nested run's
-    // proof that its ancestor with this pid is the holder (process/identity.hpp).
+    // proof that its ancestor with this pid is the holder (process/identity.hpp). Read
+    // with acquired_at, the two say when this boot began (boot_started_ms).
     h.process = std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
                                    util::BootClock::now().time_since_epoch())
                                    .count());
+    h.acquired_at = iso8601_now();
     if (const auto ns = process::pid_namespace())
         h.pid_ns = std::to_string(ns);
     h.machine = process::machine_id();
@@ -122,7 +124,6 @@ Holder current_holder(std::span<const std::string> command, long pid,
     h.command = util::redact_secrets(shell_quote(command), secrets);
     if (h.command.size() > k_max_command_length)
         h.command = h.command.substr(0, k_max_command_length - 3) + "...";
-    h.acquired_at = iso8601_now();
     return h;
 }
 
@@ -174,10 +175,21 @@ std::optional<Holder> parse_holder(const std::map<std::string, std::string>& fie
     return h;
 }
 
-bool of_earlier_boot(const Holder& holder, const Holder& here) {
+bool of_another_boot(const Holder& holder, const Holder& here) {
     return !holder.machine.empty() && !holder.boot.empty() && !here.machine.empty() &&
            !here.boot.empty() && !holder.host.empty() && holder.machine == here.machine &&
            holder.host == here.host && holder.boot != here.boot;
+}
+
+std::optional<long long> boot_started_ms(const Holder& holder) {
+    const auto acquired = util::parse_utc_timestamp(holder.acquired_at);
+    long long up = -1;
+    const auto& text = holder.process;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), up);
+    if (!acquired || ec != std::errc() || end != text.data() + text.size() ||
+        !util::plausible_ms(up))
+        return std::nullopt;
+    return util::plausible_ms(acquired->time_since_epoch().count() - up);
 }
 
 } // namespace redlock::lock

@@ -3,6 +3,7 @@
 // {<key>}:meta, same TTL), so `redlock status` can answer "who, where, since when, running
 // what". A lock taken by another client has no metadata and shows as held by "unknown".
 
+#include <array>
 #include <map>
 #include <optional>
 #include <span>
@@ -29,17 +30,30 @@ struct Holder {
     // nested run proves it descends from the holder with. Empty without one.
     std::string nest;
     // The holder's machine (its /etc/machine-id) and boot (process::boot_id): a lock held
-    // by this machine under an earlier boot is held by nobody (of_earlier_boot). Empty
-    // when unknown (another client, a redlock before 0.4, a machine without an id).
+    // by this machine under an earlier boot is held by nobody (of_another_boot, and
+    // lock/reap.hpp for the proof). Empty when unknown (another client, a redlock before
+    // 0.4, a machine without an id).
     std::string machine;
     std::string boot;
 };
 
-// Whether `holder` is `here`'s machine (the same machine id and host name: two machines
-// cloned from one image may share an id) under an earlier boot, so that nothing of its
-// run can still be running: what `redlock reap` releases, and a run takes over at once.
-// Never when either side does not know its machine or boot.
-[[nodiscard]] bool of_earlier_boot(const Holder& holder, const Holder& here);
+// The fields of a metadata hash that redlock reads, and all it reads of one: a hash that
+// another client wrote may have any number of fields (HMGET, not HGETALL).
+inline constexpr std::array<std::string_view, 13> k_holder_field_names{
+    "token",   "host",  "pid",  "user",    "command", "acquired_at", "ttl_ms",
+    "process", "pidns", "nest", "machine", "boot",    "fence"};
+
+// Whether `holder` names `here`'s machine (the same machine id and host name: two machines
+// cloned from one image may share an id) under another boot: this machine's earlier boot,
+// or another machine with the same identity (a clone not renamed, a pod of the same name in
+// another cluster). Only its lease tells which (lock/reap.hpp, takeover_verdict). Never
+// when either side does not know its machine or boot.
+[[nodiscard]] bool of_another_boot(const Holder& holder, const Holder& here);
+
+// When the holder's boot began, in Unix ms on its own wall clock: acquired_at less
+// `process` (its boot clock then), which it writes together. nullopt when it did not
+// write both, or they do not make a time.
+[[nodiscard]] std::optional<long long> boot_started_ms(const Holder& holder);
 
 // The digest of a nesting secret as the metadata keeps it: the secret itself never
 // reaches the servers, where anyone who can read the lock could read it.

@@ -319,7 +319,11 @@ std::optional<long long> read_limit(std::span<redis::Connection> conns, const Ke
 
 LockView inspect(std::span<redis::Connection> conns, std::string_view prefix, std::string_view name,
                  bool majority_only) {
-    const Keys keys(prefix, name);
+    return inspect(conns, Keys(prefix, name), name, majority_only);
+}
+
+LockView inspect(std::span<redis::Connection> conns, const Keys& keys, std::string_view name,
+                 bool majority_only) {
     auto view = read_lock(conns, name, keys, true, majority_only);
     // A semaphore (--limit): the name's key is then the set of its permit holders, which
     // reads as a key of the wrong type. Each permit is a lock of its own.

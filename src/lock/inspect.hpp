@@ -12,6 +12,7 @@
 
 #include "lock/history.hpp"
 #include "lock/holder.hpp"
+#include "lock/keys.hpp"
 #include "redis/connection.hpp"
 #include "util/error.hpp"
 
@@ -111,6 +112,9 @@ void read_server_view(std::optional<std::string> token, long long pttl,
 // Reads one lock on every server at once, waiting for each (up to its timeouts); with
 // `majority_only`, only until a majority answered (the others read as unreachable).
 [[nodiscard]] LockView inspect(std::span<redis::Connection> conns, std::string_view prefix,
+                               std::string_view name, bool majority_only = false);
+// The same for the lock `keys` of `name`.
+[[nodiscard]] LockView inspect(std::span<redis::Connection> conns, const Keys& keys,
                                std::string_view name, bool majority_only = false);
 
 // `text` as a Redis glob that matches it and nothing else: * ? [ ] and \ escaped.

@@ -389,14 +389,29 @@ inline constexpr Script k_release_script = script(k_release_text);
 
 // The token, remaining TTL (ms), metadata and fence counter of a lock, and the record of
 // its last --once-per run if KEYS[4] names it ({} if not); {nil, -2, {}, fence, record} when
-// free (the counter outlives the lock: it has no TTL).
-inline constexpr auto k_inspect_text =
-    compose(fragment(R"lua(local token = redis.call("get", KEYS[1])
+// free (the counter outlives the lock: it has no TTL). Of each hash, only the fields redlock
+// reads (lock/holder.hpp, k_holder_field_names; the slot record's, k_claim_slot_script's and
+// k_finish_slot_script's), as field/value pairs, each value clipped to 4 KiB: a hash that
+// another client wrote there may have any number of fields of any size, and is read as far
+// as it can be, never into a reply too large to read.
+inline constexpr auto k_inspect_text = compose(fragment(R"lua(local function fields(key, names)
+  local values = redis.call("hmget", key, unpack(names))
+  local out = {}
+  for i, name in ipairs(names) do
+    local v = values[i]
+    if v then
+      out[#out + 1] = name
+      out[#out + 1] = string.sub(v, 1, 4096)
+    end
+  end
+  return out
+end
+local token = redis.call("get", KEYS[1])
 local fence = redis.call("get", KEYS[3])
-local last = KEYS[4] and redis.call("hgetall", KEYS[4]) or {}
+local last = KEYS[4] and fields(KEYS[4], {"slot", "slot_ms", "token", "started_ms", "ended_ms", "status", "start_error", "host", "pid", "user", "command"}) or {}
 if not token then return {false, -2, {}, fence, last} end
-return {token, redis.call("pttl", KEYS[1]), redis.call("hgetall", KEYS[2]), fence, last})lua",
-                     {.calls = {"get", "hgetall", "pttl"}}));
+return {token, redis.call("pttl", KEYS[1]), fields(KEYS[2], {"token", "host", "pid", "user", "command", "acquired_at", "ttl_ms", "process", "pidns", "nest", "machine", "boot", "fence"}), fence, last})lua",
+                                                        {.calls = {"get", "hmget", "pttl"}}));
 inline constexpr Script k_inspect_script = script(k_inspect_text);
 
 // --once-per: claims the current slot for the run holding the lock (KEYS[1] the lock,
@@ -586,11 +601,13 @@ inline constexpr Script k_fair_leave_script = script(k_fair_leave_text);
 // `redlock exporter` reads them, fleet/read.hpp), from the entry's fields (`fields`, `now`,
 // ARGV[6] the ms held): "runs:<outcome>" +1 for every entry; for a run that ran PROGRAM (any
 // outcome but a skip, giving up, an interruption, a failure to start, the operator's
-// force-release entry, or a reaped one: how long that run held is not known) "last_run_ms" (now:
-// when it ended), a duration bucket "d:<seconds>" (the first bound at or above the time held,
-// fleet::k_duration_buckets; else "d:+Inf") +1, and "duration_ms" +held; "last_success_ms" for one
-// that ran and exited 0; "slot_ms" from a --once-per run's entry. pcall: counters are a help,
-// and never cost the entry.
+// force-release entry, or a reaped one: how long that run held is not known) "last_run_ms"
+// (`ended`: when it ended), a duration bucket "d:<seconds>" (the first bound at or above the time
+// held, fleet::k_duration_buckets; else "d:+Inf") +1, and "duration_ms" +held; "last_success_ms"
+// for one that ran and exited 0; "slot_ms" from a --once-per run's entry. The two times never go
+// back: the entry of an earlier run that arrives late (its server was frozen) leaves a later one
+// in place (unless that one is past the server's TIME: no run ended then). pcall: counters are a
+// help, and never cost the entry.
 //
 // Expiry: the counters 400 days after the last entry (no TTL would outlive every name ever
 // used), the history `age` and a sixteenth more (ARGV[4]). Neither is pushed back by every
@@ -600,6 +617,19 @@ inline constexpr Script k_fair_leave_script = script(k_fair_leave_text);
 // at once); every other entry pushes them back. So a crowd's run costs a read and a write of
 // its counters and the entry itself, not two PEXPIREs more (bench/crowd.sh counts commands
 // per hand-over). `refresh` says whether this write does.
+//
+// Once per run: a run's entry ("run", with its id in the field "run") can come twice, from
+// the run and from the releaser of a run killed while its release waited (job/dead_run.hpp:
+// it sends the release and the entry again, and a server frozen or cut off runs both once it
+// answers). "recorded" holds the ids of the last 5 such entries written here (their first 12
+// hex digits: 48 random bits), newest first, space-separated; an entry whose id is there is
+// refused whole (the script returns 0, having written nothing), so that neither the history
+// nor the counters have the run twice. It is read with the counters (no command more for a
+// run that ran PROGRAM; a read more for the others) and lives with them. Five: at most 64
+// bytes, so that the hash stays a listpack (Redis's hash-max-listpack-value; past it, the
+// hash takes some 600 bytes more); and between a run's two entries no other run can finish
+// on a majority (the run's release was waiting for one), only a few --limit holders' and the
+// operator's. Refusals ("skip") are sent once, and not looked at.
 inline constexpr auto k_history_counters =
     fragment(R"lua(local refresh = true
 if KEYS[4] then
@@ -609,7 +639,9 @@ if KEYS[4] then
   if outcome then
     local idle = {["skipped-held"] = 1, ["skipped-slot"] = 1, ["gave-up"] = 1, ["interrupted"] = 1, ["failed"] = 1, ["force-release"] = 1, ["reaped"] = 1}
     local set = {}
-    if idle[outcome] then
+    local once = ARGV[1] == "run" and f["run"] and string.sub(f["run"], 1, 12)
+    if once == "" then once = false end
+    if idle[outcome] and not once then
       redis.pcall("hincrby", KEYS[4], "runs:" .. outcome, 1)
     else
       local held = tonumber(ARGV[6])
@@ -617,13 +649,31 @@ if KEYS[4] then
       for _, bound in ipairs({1, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 14400, 43200, 86400}) do
         if held <= bound * 1000 then bucket = "d:" .. bound break end
       end
-      local was = redis.pcall("hmget", KEYS[4], "runs:" .. outcome, bucket, "duration_ms", "refreshed_ms")
+      local was = redis.pcall("hmget", KEYS[4], "runs:" .. outcome, bucket, "duration_ms", "refreshed_ms", "recorded", "last_run_ms", "last_success_ms")
       if type(was) ~= "table" or was.err then was = {} end
-      local last = tonumber(was[4])
-      refresh = ARGV[3] == "0" or not last or last > now or now - last >= math.min(age, 34560000000) / 16
-      set = {"runs:" .. outcome, (tonumber(was[1]) or 0) + 1, bucket, (tonumber(was[2]) or 0) + 1, "duration_ms", (tonumber(was[3]) or 0) + held, "last_run_ms", now}
-      if outcome == "ran" and f["status"] == "0" then table.insert(set, "last_success_ms") table.insert(set, now) end
-      if refresh then table.insert(set, "refreshed_ms") table.insert(set, ARGV[3] == "0" and 0 or now) end
+      if once then
+        local recorded = type(was[5]) == "string" and was[5] or ""
+        if string.find(" " .. recorded .. " ", " " .. once .. " ", 1, true) then return 0 end
+        local ids = {once}
+        for id in string.gmatch(recorded, "%S+") do
+          if #ids == 5 then break end
+          ids[#ids + 1] = id
+        end
+        set = {"recorded", table.concat(ids, " ")}
+      end
+      table.insert(set, "runs:" .. outcome) table.insert(set, (tonumber(was[1]) or 0) + 1)
+      if not idle[outcome] then
+        local last = tonumber(was[4])
+        refresh = ARGV[3] == "0" or not last or last > now or now - last >= math.min(age, 34560000000) / 16
+        local function latest(old)
+          old = tonumber(old)
+          if old and old > ended and old <= now then return old end
+          return ended
+        end
+        for _, v in ipairs({bucket, (tonumber(was[2]) or 0) + 1, "duration_ms", (tonumber(was[3]) or 0) + held, "last_run_ms", latest(was[6])}) do table.insert(set, v) end
+        if outcome == "ran" and f["status"] == "0" then table.insert(set, "last_success_ms") table.insert(set, latest(was[7])) end
+        if refresh then table.insert(set, "refreshed_ms") table.insert(set, ARGV[3] == "0" and 0 or now) end
+      end
     end
     if f["slot_ms"] then table.insert(set, "slot_ms") table.insert(set, f["slot_ms"]) end
     if #set > 0 then redis.pcall("hset", KEYS[4], unpack(set)) end
@@ -654,13 +704,20 @@ end
 // (not another owner's), ARGV[3] how many entries are kept, ARGV[4] for how long (ms), ARGV[5] the
 // ms the run waited, ARGV[6] the ms it held the lock, ARGV[7] the entry's field/value pairs, each
 // ended by a NUL (one argument: cheaper to send than twenty). The entry gets `started_ms`, when the
-// run started on this server's clock, and for a skip the holder that refused it (`by_host`,
+// run started (see `ended`), and for a skip the holder that refused it (`by_host`,
 // `by_pid`, `by_user`), from its metadata. Entries past the count are trimmed by every write, past
 // the age by one write in eight (by the server's clock: a trim costs a command per run in a crowd),
 // and the stream expires with the age (k_history_counters: pushed back once in a while, not by
 // every write); "run" on the events channel ({<key>}:events), once the entry and the counters
 // are written, tells `redlock watch`. A count of 0 (`history = 0`) writes no entry, only the
-// counters (k_history_counters, with KEYS[4]). Returns 1 when recorded, 0 when not.
+// counters (k_history_counters, with KEYS[4]). Returns 1 when recorded, 0 when not (a run's entry
+// that is here already: k_history_counters).
+//
+// `ended`: when the run ended, ARGV[8] (ms since the Unix epoch, its host's clock), not when the
+// request arrived, which is later by as long as this server was frozen or cut off; never in the
+// future of this server's TIME (a host clock ahead: TIME, as when ARGV[8] is missing or not a
+// time), so never a time no run has reached, and never before the run's start (waited and held
+// are never negative).
 inline constexpr auto k_history_text =
     compose(fragment(R"lua(local holder = false
 if ARGV[1] == "skip" then
@@ -677,7 +734,9 @@ end
                      {.calls = {"type", "get", "zscore"}}),
             k_server_now,
             fragment(R"lua(local age = tonumber(ARGV[4])
-local entry = {"started_ms", now - tonumber(ARGV[5]) - tonumber(ARGV[6]), "waited_ms", ARGV[5], "held_ms", ARGV[6]}
+local ended = tonumber(ARGV[8] or "")
+if not ended or ended < 0 or ended > now then ended = now end
+local entry = {"started_ms", ended - tonumber(ARGV[5]) - tonumber(ARGV[6]), "waited_ms", ARGV[5], "held_ms", ARGV[6]}
 if holder then
   local by = redis.call("hmget", KEYS[3], "token", "host", "pid", "user")
   if by[1] == holder then

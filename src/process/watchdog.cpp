@@ -63,8 +63,9 @@ constexpr long long k_term_grace_ns = Watchdog::k_term_grace.count();
 constexpr size_t k_max_tree = 16384;
 constexpr size_t k_seen_slots = 2 * k_max_tree; // a power of two
 
-// Without a cgroup, how often the watchdog looks at PROGRAM's tree while redlock lives:
-// what it finds is what it kills once redlock is gone. Every 20 ms while the tree changes;
+// How often the watchdog looks at PROGRAM's tree while redlock lives: what it finds is
+// what it kills once redlock is gone, and with a cgroup, whether all of it is still in
+// the cgroup. Every 20 ms while the tree changes;
 // a tree that stayed the same is looked at half as often each time, down to every 160 ms.
 // Processes seen before are not read again (only their children lists), but every 8th
 // look, which catches a pid reused and a process that started threads.
@@ -93,7 +94,7 @@ struct Watch {
     pid_t self = 0;
     pid_t pgid = 0;
     bool session = false;   // pgid leads a session of its own: its members are PROGRAM's
-    bool contained = false; // PROGRAM is in the cgroup: that is its whole tree
+    bool contained = false; // PROGRAM is in the cgroup: its tree, unless one leaves it
     // PROGRAM: not started yet (0), started (1), or its tree reaped by redlock (2). Only
     // a started one has a tree to kill and prove gone once redlock dies.
     int program = 0;
@@ -101,10 +102,18 @@ struct Watch {
     // called setsid): without a cgroup, what such a process starts after the last look
     // cannot be found, so the tree cannot be proven gone (tree_verdict).
     bool escaped = false;
+    // With a cgroup, a process of PROGRAM's tree was seen outside it (it wrote itself into
+    // another cgroup's cgroup.procs, or a service manager moved it: systemd-run --scope, a
+    // PAM session): cgroup.kill does not reach it, nor what it starts, so an empty cgroup
+    // proves nothing (tree_verdict).
+    bool left_cgroup = false;
+    // Redlock said where PROGRAM runs (k_group). Before, PROGRAM may be a child that has
+    // not joined the cgroup yet (vfork, without clone3): not a process that left it.
+    bool placed = false;
     long long term_at = 0; // 0: no TERM to send
     long long kill_at = 0;
     bool killed = false;
-    long long snapshot_at = 0; // when the next look at the tree is due; 0: none (a cgroup)
+    long long snapshot_at = 0;             // when the next look at the tree is due; 0: none
     long long snapshot_ns = k_snapshot_ns; // until the next one
     unsigned looks = 0;
 };
@@ -123,6 +132,10 @@ struct Memory {
     int cgroup_dir = -1;
     int cgroup_parent = -1;
     char cgroup_name[64] = {};
+    // Its path in the hierarchy, as /proc/PID/cgroup shows it ("/a/redlock-N"); empty
+    // when it did not fit, and then a process is inside only as cgroup.threads lists it.
+    char cgroup_path[4096] = {};
+    char cgroup_text[8192]; // a /proc/PID/cgroup file being read
     Watch watch;
     // The last look at PROGRAM's tree (snapshot[current]), and the next one being taken.
     Member snapshot[2][k_max_tree];
@@ -184,6 +197,7 @@ WATCHDOG_CODE char* put(char* at, unsigned long long n) {
 // What the watchdog reads of a process's stat line.
 struct Stat {
     pid_t session = 0;
+    bool zombie = false; // its leader thread has ended; its other threads live on
     long threads = 1;
     unsigned long long start = 0;
     long long exit_signal = -1; // 0 for a "clone child" (the watchdog itself, a hook's runner)
@@ -191,8 +205,10 @@ struct Stat {
 
 // Process `pid`'s stat line ("pid (comm) S ppid pgrp session ... num_threads (20) ...
 // starttime (22) ... exit_signal (38)"; comm may hold anything, so the fields are counted
-// from the last ')'). False if it is gone, or dead already: a zombie has nothing left to
-// signal, and no children.
+// from the last ')'). False if it is gone, or dead already: a zombie whose threads have
+// all ended has nothing left to signal, and no children. A zombie leader with threads
+// left (its main thread called pthread_exit) is alive: those threads work on, fork, and
+// are reached by a signal to its pid, and the threads it counts include the leader.
 WATCHDOG_CODE bool read_stat(int proc, pid_t pid, Stat& out) {
     char path[32];
     *put(put(path, static_cast<unsigned long long>(pid)), "/stat") = '\0';
@@ -210,8 +226,9 @@ WATCHDOG_CODE bool read_stat(int proc, pid_t pid, Stat& out) {
         --s;
     if (s == buf || end - s < 4 || s[0] != ' ' || s[2] != ' ')
         return false;
-    if (s[1] == 'Z' || s[1] == 'X')
+    if (s[1] == 'X')
         return false;
+    out.zombie = s[1] == 'Z';
     s += 3; // " S ": at field 4
     bool started = false;
     for (int field = 4; field <= 38 && s < end; ++field) {
@@ -228,7 +245,7 @@ WATCHDOG_CODE bool read_stat(int proc, pid_t pid, Stat& out) {
             break;
         ++s;
     }
-    return started;
+    return started && (!out.zombie || out.threads > 1);
 }
 
 // Appends to `out` (from `n`, up to `max`) the pids in /proc/<path> (a children file:
@@ -355,6 +372,95 @@ WATCHDOG_CODE void note_session(Watch& w, pid_t session) {
         w.escaped = true;
 }
 
+// Whether the cgroup file /proc/<path> (a process's or a thread's) puts it in PROGRAM's
+// cgroup or below it (a run nested in PROGRAM makes its own there): 1 inside, 0 outside,
+// -1 when it is gone. Its cgroup v2 is the "0::" line, after any v1 lines (hybrid).
+WATCHDOG_CODE int cgroup_file_inside(Memory& m, const char* path) {
+    const long fd = sys(SYS_openat, m.proc, arg(path), O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    char* const text = m.cgroup_text;
+    long n = 0;
+    for (long got; n < static_cast<long>(sizeof m.cgroup_text) &&
+                   (got = sys(SYS_read, fd, arg(text + n), sizeof m.cgroup_text - n)) > 0;)
+        n += got;
+    sys(SYS_close, fd);
+    if (n <= 0)
+        return -1;
+    const char* ours = m.cgroup_path;
+    for (long line = 0; line < n;) {
+        if (n - line > 3 && text[line] == '0' && text[line + 1] == ':' && text[line + 2] == ':') {
+            long at = line + 3;
+            long i = 0;
+            while (ours[i] && at < n && text[at] == ours[i])
+                ++at, ++i;
+            // All of our path matched, and the line ends there or goes on below it.
+            return ours[i] == '\0' && i > 0 && at < n && (text[at] == '\n' || text[at] == '/');
+        }
+        while (line < n && text[line] != '\n')
+            ++line;
+        ++line;
+    }
+    return 0; // no cgroup v2 line: not in ours
+}
+
+// Asks each thread of a zombie leader but the leader (whose line keeps the cgroup it
+// ended in) whether it is in PROGRAM's cgroup.
+struct ThreadCgroups {
+    Memory& m;
+    pid_t leader;
+    char* path; // "PID/task/"
+    char* tail; // where the thread id goes in it
+    bool outside = false;
+    WATCHDOG_CODE void entry(pid_t tid) {
+        if (tid == leader)
+            return;
+        *put(put(tail, static_cast<unsigned long long>(tid)), "/cgroup") = '\0';
+        outside |= cgroup_file_inside(m, path) == 0;
+    }
+};
+
+// Whether process `pid` of PROGRAM's tree runs outside its cgroup; false once it is gone.
+// Moving a process moves all its threads, so its leader's line says where it is; but a
+// zombie leader's line keeps the cgroup it ended in, and then its threads are asked.
+WATCHDOG_CODE bool outside_cgroup(Memory& m, pid_t pid) {
+    char path[64];
+    char* tail = put(put(path, static_cast<unsigned long long>(pid)), "/");
+    *put(tail, "cgroup") = '\0';
+    const int inside = cgroup_file_inside(m, path);
+    Stat st{};
+    if (inside != 1 || !read_stat(m.proc, pid, st) || !st.zombie)
+        return inside == 0;
+    tail = put(tail, "task/");
+    *tail = '\0';
+    const long dir = sys(SYS_openat, m.proc, arg(path), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir < 0)
+        return false;
+    ThreadCgroups each{m, pid, path, tail};
+    for_each_numbered(dir, each);
+    sys(SYS_close, dir);
+    return each.outside;
+}
+
+// With a cgroup: whether each of `members` (of a look at PROGRAM's tree, or of the last
+// pass once redlock is gone) is still in it, marking Watch::left_cgroup when one is not.
+// cgroup.threads lists the live threads in PROGRAM's cgroup itself, each process's
+// leader among them: one read per look, and only a process it does not list (in a
+// cgroup below, a zombie leader, or gone elsewhere) is asked on its own.
+WATCHDOG_CODE void note_cgroup(Memory& m, const Member* members, size_t n) {
+    if (!m.watch.contained || !m.watch.placed || m.cgroup_dir < 0 || n == 0 || m.watch.left_cgroup)
+        return;
+    clear_set(m);
+    bool complete = true;
+    const size_t listed =
+        read_pids(m.cgroup_dir, "cgroup.threads", m.children, 0, k_max_tree, complete);
+    for (size_t i = 0; i < listed; ++i)
+        add_to_set(m, m.children[i], i);
+    for (size_t i = 0; i < n && !m.watch.left_cgroup; ++i)
+        if (find_in_set(m, members[i].pid) < 0 && outside_cgroup(m, members[i].pid))
+            m.watch.left_cgroup = true;
+}
+
 // PROGRAM's tree below redlock into `out`: redlock is a child subreaper, so while it lives
 // every process PROGRAM started is below it, whatever group or session it moved to.
 // redlock's "clone children" (this watchdog, a hook's runner) and what is below them are
@@ -414,6 +520,7 @@ WATCHDOG_CODE bool take_snapshot(Memory& m) {
     const size_t n = walk_tree(m, m.snapshot[next], complete, known);
     m.snapshot_size[next] = n;
     m.snapshot_partial[next] = !complete;
+    note_cgroup(m, m.snapshot[next], n);
     Stat redlock{};
     if (!read_stat(m.proc, m.watch.redlock, redlock))
         return false;
@@ -542,20 +649,12 @@ struct Freezer {
     }
 };
 
-// Redlock is gone: kills everything of PROGRAM's. With a cgroup, through it. Without one,
-// finds the processes of the last look at the tree still alive (same start time),
-// everything now below them, the process group and the session, freezing each as it is
-// found, then kills them all. Returns how many processes it signalled one by one.
+// Redlock is gone: kills everything of PROGRAM's. Finds the processes of the last look at
+// the tree still alive (same start time), everything now below them, the process group
+// and the session, freezing each as it is found (with a cgroup too: one that left it is
+// found only so, and noted), then kills them all, and the cgroup at once. Returns how
+// many processes it signalled one by one.
 WATCHDOG_CODE size_t freeze_and_kill(Memory& m) {
-    if (m.watch.contained) {
-        // The cgroup holds the whole tree, killed at once: nothing to look for first, and
-        // nothing left stopped if the watchdog itself is killed meanwhile.
-        const size_t found = signal_cgroup(m, SIGKILL);
-        if (m.watch.pgid > 0)
-            sys(SYS_kill, -m.watch.pgid, SIGKILL);
-        Signaller killer{SIGKILL};
-        return found + for_each_in_session(m, killer);
-    }
     clear_set(m);
     Freezer frozen{m};
     if (m.watch.pgid > 0)
@@ -580,6 +679,7 @@ WATCHDOG_CODE size_t freeze_and_kill(Memory& m) {
             }
         }
     }
+    note_cgroup(m, m.found, frozen.n);
     for (size_t i = 0; i < frozen.n; ++i)
         sys(SYS_kill, m.found[i].pid, SIGKILL);
     if (m.watch.pgid > 0)
@@ -601,35 +701,42 @@ struct Counter {
 
 // Once redlock is gone, whether PROGRAM's tree is proven gone: the one place that decides
 // it, and so whether the lock may be released at once (become_releaser). With a cgroup, it
-// is gone when the cgroup is empty. Without one, when no process of the last look at the
-// tree is alive and PROGRAM's process group and session (when it led one) are empty; a
-// process that left both (setsid) after that look, whose parent exited, cannot be found.
-// So when PROGRAM kept the terminal's session, when a process of its tree was seen to
-// leave both, or when the look was partial, the tree cannot be proven gone.
+// is gone when the cgroup is empty and no process of the last look at the tree is alive;
+// without one, when no process of the last look is alive and PROGRAM's process group and
+// session (when it led one) are empty. A process that left the cgroup (with one) or both
+// group and session (without) after that look, whose parent exited, cannot be found. So
+// when a process of the tree was seen to leave them, when the look was partial, or
+// without a cgroup when PROGRAM kept the terminal's session, the tree cannot be proven
+// gone.
 WATCHDOG_CODE TreeVerdict tree_verdict(Memory& m) {
     const Watch& w = m.watch;
     if (w.program == 0)
         return {TreeState::empty, "PROGRAM had not been started"};
     if (w.program == 2)
         return {TreeState::empty, "PROGRAM's tree had been reaped"};
-    if (w.contained)
-        return cgroup_populated(m) ? TreeVerdict{TreeState::alive, "its cgroup is populated"}
-                                   : TreeVerdict{TreeState::empty, "its cgroup is empty"};
+    if (w.contained && cgroup_populated(m))
+        return {TreeState::alive, "its cgroup is populated"};
     const int last = m.current;
     for (size_t i = 0; i < m.snapshot_size[last]; ++i) {
         Stat now{};
         if (still_alive(m, m.snapshot[last][i], now))
             return {TreeState::alive, "a process of its tree is alive"};
     }
+    Counter counter;
     // With a session of its own, its group is in it, and the look at the session (unlike
     // kill(2)) does not count the zombies that nobody has reaped yet.
-    if (!w.session && w.pgid > 0 && sys(SYS_kill, -w.pgid, 0) == 0)
+    if (!w.contained && !w.session && w.pgid > 0 && sys(SYS_kill, -w.pgid, 0) == 0)
         return {TreeState::alive, "its process group is not empty"};
-    Counter counter;
-    if (for_each_in_session(m, counter) > 0)
+    if (!w.contained && for_each_in_session(m, counter) > 0)
         return {TreeState::alive, "its session is not empty"};
     if (m.snapshot_partial[last])
         return {TreeState::unprovable, "its tree was too large, or /proc unreadable, to follow"};
+    if (w.contained)
+        return w.left_cgroup ? TreeVerdict{TreeState::unprovable,
+                                           "a process of its tree left its cgroup (moved to "
+                                           "another, as systemd-run --scope does): what such a "
+                                           "process starts cannot be followed"}
+                             : TreeVerdict{TreeState::empty, "its cgroup is empty"};
     if (!w.session)
         return {TreeState::unprovable, "it had no cgroup and shared the terminal's session, in "
                                        "which a process that left its group cannot be told "
@@ -773,13 +880,15 @@ WATCHDOG_CODE bool apply(Watch& w, const Message& msg) {
         // From now on PROGRAM may run; until redlock says where (k_group), in the cgroup if
         // there is one, else the watchdog looks at redlock's tree.
         w.program = 1;
-        w.snapshot_at = w.contained ? 0 : now_ns();
+        w.snapshot_at = now_ns();
     } else if (msg.kind == k_group) {
         w.pgid = static_cast<pid_t>(msg.a);
         w.session = (msg.b & k_own_session) != 0;
         w.contained = (msg.b & k_in_cgroup) != 0;
-        // Without a cgroup, the watchdog keeps looking at the tree; with one, not.
-        w.snapshot_at = w.contained ? 0 : (w.snapshot_at ? w.snapshot_at : now_ns());
+        w.placed = true;
+        // PROGRAM is there now: a look at once, then the usual ones.
+        w.snapshot_at = now_ns();
+        w.snapshot_ns = k_snapshot_ns;
     } else if (msg.kind == k_reaped) {
         w.program = 2;
         w.snapshot_at = 0;
@@ -976,6 +1085,9 @@ util::Expected<Watchdog> Watchdog::start(const Cgroup* cgroup, int will_fd) {
         memory->cgroup_dir = cgroup->dir_fd();
         memory->cgroup_parent = cgroup->parent_fd();
         std::memcpy(memory->cgroup_name, cgroup->name().c_str(), cgroup->name().size() + 1);
+        const std::string& path = cgroup->hierarchy_path();
+        if (path.size() < sizeof memory->cgroup_path)
+            std::memcpy(memory->cgroup_path, path.c_str(), path.size() + 1);
     }
     memory->watch.redlock = ::getpid();
     // Until redlock says where PROGRAM runs (watch_group): in the cgroup if there is one.

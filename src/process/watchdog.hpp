@@ -16,10 +16,12 @@
 //     with the run's token once the tree is proven gone, and keeps its TTL otherwise.
 // PROGRAM's tree is its cgroup (process/cgroup.hpp) where it has one, its process group,
 // its session when it leads one, and every process descended from redlock (a child
-// subreaper, so orphans stay below it while redlock lives), the watchdog excepted. Without
-// a cgroup, the watchdog looks at that tree every 20 ms while redlock lives (pid and start
-// time of each process): once redlock is gone, its descendants are re-parented out of
-// reach, and the last look is what it stops, with everything still below, then kills.
+// subreaper, so orphans stay below it while redlock lives), the watchdog excepted. The
+// watchdog looks at that tree every 20 ms while redlock lives (pid and start time of each
+// process, and with a cgroup whether each is still in it): once redlock is gone, its
+// descendants are re-parented out of reach, and the last look is what it stops, with
+// everything still below, then kills. A process seen outside the cgroup makes the tree
+// unprovable: cgroup.kill does not reach what it starts.
 //
 // It is a "clone child" (no exit signal), so waitpid(-1) never waits for it and it never
 // counts among PROGRAM's leftovers (where such a clone is refused, under qemu-user, it is
@@ -77,7 +79,8 @@ class Watchdog {
     [[nodiscard]] int pipe_fd() const { return m_pipe.get(); }
     // PROGRAM's process group, killed too, whether PROGRAM leads a session of its own
     // (whose members are PROGRAM's, found even once redlock is gone), and whether it runs
-    // in the cgroup given to start() (else the watchdog keeps looking at its tree).
+    // in the cgroup given to start() (which then holds its tree, as long as no process
+    // is seen to leave it).
     void watch_group(pid_t pgid, bool session, bool in_cgroup);
     // PROGRAM is about to be started (before the fork): from now on there is a tree to kill
     // and prove gone.

@@ -146,4 +146,18 @@ std::string format_duration(Millis d) {
     return out + "s";
 }
 
+std::string human_duration(Millis d) {
+    auto ms = d.count();
+    if (ms < 0)
+        return "-";
+    if (ms < 60'000)
+        return format("{:.1f}s", static_cast<double>(ms) / 1000.0);
+    long long s = ms / 1000;
+    if (s < 3600)
+        return format("{}m {}s", s / 60, s % 60);
+    if (s < 86400)
+        return format("{}h {}m", s / 3600, (s % 3600) / 60);
+    return format("{}d {}h", s / 86400, (s % 86400) / 3600);
+}
+
 } // namespace redlock::util

@@ -22,4 +22,7 @@ using Millis = std::chrono::milliseconds;
 // "1.5s", "250ms", "2m": for messages.
 [[nodiscard]] std::string format_duration(Millis d);
 
+// "24.3s", "5m 3s", "2h 10m", "1d 2h": a duration for people, rounded down; "-" when negative.
+[[nodiscard]] std::string human_duration(Millis d);
+
 } // namespace redlock::util

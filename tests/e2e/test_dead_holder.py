@@ -15,8 +15,10 @@ import shutil
 import signal
 import time
 
-from redlock_e2e import SLACK, E2ETest, free_port, read_pid_file, wait_until
-from test_killed_redlock import cgroup_directory
+from redlock_e2e import (SLACK, E2ETest, Timeout, free_port, pid_alive, read_pid_file,
+                         wait_until)
+from test_killed_redlock import (ZOMBIE_LEADER_C, cgroup_directory, children, compile_c,
+                                 stat_fields, wait_for_watchdog_to_look)
 
 # PROGRAM of a holder: a daemon in a session of its own (setsid) and a double-forked
 # child, both touching $1/heartbeat; then "ready" and a wait for ever.
@@ -34,6 +36,15 @@ QUIET = r'''
 rm -f "$1/heartbeat"
 sleep 0.3
 if [ -e "$1/heartbeat" ]; then echo beating; else echo quiet; fi
+'''
+
+# A daemon that moves itself out of PROGRAM's cgroup into the one named by $2 (as a
+# process under `systemd-run --scope` is moved by systemd) and leaves PROGRAM's group and
+# session (setsid), then touches $1/heartbeat; its pid goes to $1/escaped.
+ESCAPE = r'''
+echo $$ > "$2" || exit 1
+exec setsid sh -c 'echo $$ > "$1/escaped.tmp" && mv "$1/escaped.tmp" "$1/escaped"
+while :; do touch "$1/heartbeat"; sleep 0.02; done' sh "$1"
 '''
 
 TTL = "60s"
@@ -132,6 +143,81 @@ while [ ! -e "$d/heartbeat" ]; do sleep 0.01; done
         self.assertKilledEntry(args, note=True, env=env)
         self.assertEqual(server.command("GET", "lock:dead"), token)
         self.assertGreater(server.command("PTTL", "lock:dead"), 30_000)
+
+    def start_with_a_cgroup(self, args, program, *words):
+        """Starts a holder of 'dead' whose PROGRAM is `program` (sh -c, with a directory
+        for its files as $1 and `words` after it) in a cgroup, and waits for its pid in
+        $1/program; skips the test where redlock cannot make a cgroup."""
+        probe = self.run_redlock(args + ["-v", "run", "-k", "probe", "--", "true"])
+        if "runs in the cgroup" not in probe.stderr:
+            self.skipTest("redlock cannot make a cgroup here (root and cgroup v2 needed)")
+        d = self.mkdtemp("holder-")
+        program = 'echo $$ > "$1/program.tmp" && mv "$1/program.tmp" "$1/program"\n' + program
+        proc = self.start_redlock(args + ["run", "-k", "dead", "-t", TTL, "--", "sh", "-c",
+                                          program, "sh", d, *words])
+        program_pid = read_pid_file(f"{d}/program", proc=proc)
+        self.assertRegex(cgroup_directory(program_pid), rf"/redlock-{proc.pid}$")
+        return proc, d, program_pid
+
+    def assertKillKeepsTheTtlAndKills(self, server, args, proc, program_pid, outside):
+        """Kills redlock once its watchdog had time to look at the tree; the lock must keep
+        its TTL, with a note that a process left the cgroup, and `outside` must die."""
+        dogs = [p for p in children(proc.pid) if p != program_pid]
+        self.assertEqual(len(dogs), 1, f"children of redlock: {children(proc.pid)}")
+        self.kill_at_cleanup(dogs[0])
+        try:
+            wait_for_watchdog_to_look(dogs[0], timeout=2)
+        except Timeout:
+            pass  # a watchdog that does not look at a tree with a cgroup: given the time
+        token = server.command("GET", "lock:dead")
+        proc.send_signal(signal.SIGKILL)
+        self.assertEqual(proc.wait(10), -signal.SIGKILL)
+        wait_until(lambda: not pid_alive(outside), 10, message="the process outside to die")
+        wait_until(lambda: any(r["outcome"] == "killed" for r in self.history(args)["runs"]),
+                   15 * SLACK, message="the killed run's history entry")
+        entry = self.assertKilledEntry(args, note=True)
+        self.assertIn("left its cgroup", entry["note"])
+        self.assertEqual(server.command("GET", "lock:dead"), token)
+        self.assertGreater(server.command("PTTL", "lock:dead"), 30_000)
+
+    def test_a_process_that_left_the_cgroup_is_killed_and_the_lock_keeps_the_ttl(self):
+        # With a cgroup, cgroup.kill does not reach a process that moved to another
+        # cgroup, and an empty cgroup does not prove it gone: what it started since the
+        # watchdog's last look cannot be followed, so the lock waits for its TTL.
+        server = self.redis_server()
+        args = ["-s", server.url()]
+        # Outside PROGRAM's cgroup: the one this test (and so redlock) runs in.
+        elsewhere = cgroup_directory(os.getpid())
+        proc, d, program_pid = self.start_with_a_cgroup(
+            args, 'sh -c "$3" sh "$1" "$2/cgroup.procs" & sleep 600', elsewhere, ESCAPE)
+        escaped = read_pid_file(f"{d}/escaped", proc=proc)
+        self.kill_at_cleanup(escaped)
+        # The case at hand: outside PROGRAM's cgroup, process group and session.
+        self.assertEqual(cgroup_directory(escaped), elsewhere)
+        self.assertNotEqual(stat_fields(escaped)[3], stat_fields(program_pid)[3])
+        self.assertKillKeepsTheTtlAndKills(server, args, proc, program_pid, escaped)
+
+    def test_a_zombie_leader_moved_out_of_the_cgroup_keeps_the_lock_for_its_ttl(self):
+        # A process whose main thread ended (pthread_exit) is moved to another cgroup by
+        # someone else (a service manager): its live thread goes, while its leader's
+        # /proc/PID/cgroup and PROGRAM's cgroup.procs still show it where it was.
+        server = self.redis_server()
+        args = ["-s", server.url()]
+        zl = compile_c(self, ZOMBIE_LEADER_C, "zl")
+        proc, d, program_pid = self.start_with_a_cgroup(args, '"$2" "$1"; sleep 600', zl)
+        leader = read_pid_file(f"{d}/zl", proc=proc)
+        self.kill_at_cleanup(leader)
+        wait_until(lambda: stat_fields(leader)[0] == b"Z", 10,
+                   message="the helper's main thread to end")
+        program_cgroup = cgroup_directory(program_pid)
+        elsewhere = cgroup_directory(os.getpid())
+        with open(f"{elsewhere}/cgroup.procs", "w") as f:
+            f.write(f"{leader}\n")
+        # The case at hand: its leader's line and PROGRAM's cgroup.procs say "inside".
+        self.assertEqual(cgroup_directory(leader), program_cgroup)
+        with open(f"{program_cgroup}/cgroup.procs") as f:
+            self.assertIn(str(leader), f.read().split())
+        self.assertKillKeepsTheTtlAndKills(server, args, proc, program_pid, leader)
 
     def test_a_killed_permit_holder_frees_its_permit(self):
         server = self.redis_server()

@@ -166,6 +166,30 @@ class StatusTest(InspectTestBase):
         # Looking does not touch it.
         self.assertEqual(self.server.command("GET", "lock:foreign"), "py-token")
 
+    def test_a_foreign_hash_of_any_size_is_read_as_far_as_it_can_be(self):
+        # Another client's hashes where the metadata and the --once-per record go: 40,000
+        # fields each (0.4 read them whole, a reply too large to read: status exited 69 and
+        # list said "(unknown state)"), and a value of 5 MB. Only redlock's fields are read.
+        self.server.command("SET", "lock:big", "big-token", "PX", "60000")
+        for key in ("{lock:big}:meta", "{lock:big}:slot"):
+            args = ["HSET", key]
+            for i in range(40_000):
+                args += [f"field-{i}", "value"]
+            self.server.command(*args)
+        self.server.command("HSET", "{lock:big}:meta", "token", "big-token", "host", "far-away",
+                            "pid", "7", "user", "someone", "command", "x" * (5 << 20))
+        lock = self.status_json([self.url], "big")
+        self.assertEqual(lock["state"], "held")
+        self.assertEqual(lock["holder"]["host"], "far-away")
+        self.assertLessEqual(len(lock["holder"]["command"]), 4096)
+        r = self.redlock([self.url], "status", "big")
+        self.assertStatus(r, 0)
+        self.assertIn("someone@far-away", r.stdout)
+        r = self.redlock([self.url], "list")
+        self.assertStatus(r, 0)
+        self.assertRegex(r.stdout, r"\nbig +\d+\.\ds +someone@far-away:7 ")
+        self.assertNotIn("unknown state", r.stdout)
+
     def test_an_unknown_lock_is_free(self):
         r = self.redlock([self.url], "status", "never-taken")
         self.assertStatus(r, 0)

@@ -9,6 +9,8 @@ one's processes and must find none alive.
 """
 
 import ctypes
+import fcntl
+import json
 import os
 import platform
 import shlex
@@ -40,15 +42,63 @@ wait
 DAEMON = (r'''setsid sh -c 'echo $$ > "$1/daemon.tmp" && mv "$1/daemon.tmp" "$1/daemon"; '''
           r'''exec sleep 600' sh "$d" &''')
 
-# PROGRAM for the second holder: which of the pids in the files of $1 are still alive.
+# PROGRAM for the second holder: which of the pids in the files of $1 are still alive (a
+# zombie is dead, unless it is a leader whose other threads live on).
 CHECK = r'''
-for f in "$1"/program "$1"/child "$1"/group "$1"/daemon; do
+for f in "$1"/program "$1"/child "$1"/group "$1"/daemon "$1"/zl; do
     [ -e "$f" ] || continue
     p=$(cat "$f")
     s=$(sed 's/.*) //' /proc/$p/stat 2>/dev/null | cut -c1)
-    if [ -n "$s" ] && [ "$s" != Z ]; then echo "alive: $(basename "$f") $p"; fi
+    t=$(sed -n 's/^Threads:[[:space:]]*//p' /proc/$p/status 2>/dev/null)
+    if [ -n "$s" ] && { [ "$s" != Z ] || [ "${t:-1}" -gt 1 ]; }; then
+        echo "alive: $(basename "$f") $p"
+    fi
 done
 echo checked
+'''
+
+# A process that leaves PROGRAM's process group (as timeout(1) does) and whose main thread
+# then ends with pthread_exit, an ordinary idiom: /proc shows its leader as a zombie while
+# its other thread appends a line to $1/beat every 100 ms. Its pid goes to $1/zl.
+ZOMBIE_LEADER_C = r'''
+#include <pthread.h>
+#include <stdio.h>
+#include <unistd.h>
+
+static char beat[4096];
+
+static void *beating(void *unused) {
+    (void)unused;
+    for (;;) {
+        FILE *f = fopen(beat, "a");
+        if (f) {
+            fputs("beat\n", f);
+            fclose(f);
+        }
+        usleep(100000);
+    }
+    return NULL;
+}
+
+int main(int argc, char **argv) {
+    char tmp[4096], done[4096];
+    if (argc != 2)
+        return 2;
+    snprintf(beat, sizeof beat, "%s/beat", argv[1]);
+    snprintf(tmp, sizeof tmp, "%s/zl.tmp", argv[1]);
+    snprintf(done, sizeof done, "%s/zl", argv[1]);
+    setpgid(0, 0);
+    pthread_t thread;
+    if (pthread_create(&thread, NULL, beating, NULL) != 0)
+        return 1;
+    FILE *f = fopen(tmp, "w");
+    if (!f)
+        return 1;
+    fprintf(f, "%d\n", (int)getpid());
+    fclose(f);
+    rename(tmp, done);
+    pthread_exit(NULL);
+}
 '''
 
 # PROGRAMs for the terminal tests: a loop that touches a heartbeat, in a child that leaves
@@ -92,11 +142,11 @@ def kill_with_a_late_watchdog(redlock, dog, gone):
         os.kill(dog, signal.SIGCONT)
 
 
-def wait_for_watchdog_to_look(dog):
-    """Waits until the watchdog has gone to sleep four more times: without a cgroup it
-    looks at PROGRAM's tree at each wake-up, so it has seen what exists now."""
+def wait_for_watchdog_to_look(dog, timeout=20):
+    """Waits until the watchdog has gone to sleep four more times: it looks at PROGRAM's
+    tree at each wake-up, so it has seen what exists now."""
     first = voluntary_switches(dog)
-    wait_until(lambda: voluntary_switches(dog) >= first + 4, 20,
+    wait_until(lambda: voluntary_switches(dog) >= first + 4, timeout,
                message="the watchdog to look at PROGRAM's tree again")
 
 
@@ -131,6 +181,25 @@ def cgroup_directory(pid):
     with open("/proc/self/mountinfo") as f:
         mount = next(line.split()[4] for line in f if " - cgroup2 " in line)
     return mount + path
+
+
+def compile_c(test, source, name):
+    """Builds a C program for `test` with cc, or skips the test without one."""
+    cc = shutil.which("cc")
+    if not cc:
+        test.skipTest("no C compiler (cc) to build the test's helper program")
+    d = test.mkdtemp("cc-")
+    with open(os.path.join(d, name + ".c"), "w") as f:
+        f.write(source)
+    exe = os.path.join(d, name)
+    subprocess.run([cc, "-O", "-pthread", "-o", exe, exe + ".c"], check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    return exe
+
+
+def cgroup_populated(path):
+    with open(f"{path}/cgroup.events") as f:
+        return "populated 1" in f.read().split("\n")
 
 
 def comm(pid):
@@ -199,6 +268,30 @@ class KilledRedlockTest(E2ETest):
         for what, pid in pids.items():
             wait_until(lambda: not pid_alive(pid), 10, message=f"{what} ({pid}) to die")
         self.assertNothingRunsUnderTheNextHolder("nocgdaemon", d, env=env)
+
+    def test_without_a_cgroup_a_process_whose_main_thread_ended_is_alive_till_killed(self):
+        # Its leader shows as a zombie in /proc while a thread works on; it left PROGRAM's
+        # process group. A watchdog that took every zombie for dead neither killed nor
+        # counted it, and the lock went to the next holder at once, under its beat.
+        env = self.env({"REDLOCK_NO_CGROUP": "1"})
+        zl = compile_c(self, ZOMBIE_LEADER_C, "zl")
+        d = self.mkdtemp("zl-")
+        program = 'echo $$ > "$2/program.tmp" && mv "$2/program.tmp" "$2/program"; "$1" "$2"; true'
+        proc = self.start_redlock(self.global_args + ["run", "-k", "zl", "-t", "60s", "--",
+                                                      "sh", "-c", program, "sh", zl, d], env=env)
+        pids = {what: read_pid_file(f"{d}/{what}", proc=proc) for what in ("program", "zl")}
+        for pid in pids.values():
+            self.kill_at_cleanup(pid)
+        # The case at hand: a zombie leader, its thread beating, outside PROGRAM's group.
+        wait_until(lambda: stat_fields(pids["zl"])[0] == b"Z", 10,
+                   message="the helper's main thread to end")
+        self.assertTrue(pid_alive(pids["zl"]))
+        self.assertNotEqual(stat_fields(pids["zl"])[2], stat_fields(pids["program"])[2])
+        dog = self.watchdog_of(proc, pids)
+        wait_for_watchdog_to_look(dog)
+        proc.send_signal(signal.SIGKILL)
+        self.assertEqual(proc.wait(10), -signal.SIGKILL)
+        self.assertNothingRunsUnderTheNextHolder("zl", d, env=env)
 
     def test_with_a_terminal_and_no_cgroup_a_child_that_left_the_group_dies_with_redlock(self):
         # On a terminal PROGRAM stays in the terminal's session (for job control), so
@@ -333,6 +426,75 @@ class KilledRedlockTest(E2ETest):
         wait_until(lambda: not pid_alive(program), 10, message="the inner PROGRAM to die")
         self.assertCgroupsGoAway([group, outer])
 
+    def leave_a_cgroup_behind(self, name):
+        """Kills a holder of `name` together with its watchdog (redlock stopped first, so
+        that it cannot act on the watchdog's death): nothing is left to remove PROGRAM's
+        cgroup, which PROGRAM's death (PR_SET_PDEATHSIG) leaves empty. The test holds it
+        as a live run would (a shared flock) until it lets go of it: let_go()."""
+        holder = self.holder(["-k", name, "-t", "10s"], global_args=self.global_args)
+        proc, program = holder.proc, holder.wait_ready().program_pid
+        group = cgroup_directory(program)
+        self.assertRegex(group, rf"/redlock-{proc.pid}$")
+        held = os.open(group, os.O_RDONLY | os.O_DIRECTORY)
+        fcntl.flock(held, fcntl.LOCK_SH)
+        dog = self.watchdog_of(proc, {"program": program})
+        proc.send_signal(signal.SIGSTOP)
+        os.kill(dog, signal.SIGKILL)
+        proc.send_signal(signal.SIGKILL)
+        self.assertEqual(proc.wait(10), -signal.SIGKILL)
+        wait_until(lambda: not pid_alive(dog) and not pid_alive(program), 10,
+                   message="the watchdog and PROGRAM to die")
+        wait_until(lambda: not cgroup_populated(group), 10, message=f"{group} to be empty")
+        self.assertTrue(os.path.isdir(group))
+        return group, lambda: os.close(held)
+
+    def test_the_next_run_removes_the_cgroup_of_a_run_killed_with_its_watchdog(self):
+        if not self.cgroup_available():
+            self.skipTest("redlock cannot make a cgroup here")
+        # The next run looks beside its own cgroup: none of other tests' runs are there.
+        parent = self.run_in_a_cgroup_of_its_own(cgroup_directory(os.getpid()))
+        left, let_go = self.leave_a_cgroup_behind("both")
+        # A live run's cgroup is empty too while it waits for its lock: it stays.
+        holder = self.holder(["-k", "busy", "-t", "10s"], global_args=self.global_args)
+        holder.wait_ready()
+        waiter = self.start_redlock(self.global_args + ["run", "-k", "busy", "--", "true"])
+        waiting = os.path.join(parent, f"redlock-{waiter.pid}")
+        wait_until(lambda: os.path.isdir(waiting), 10, proc=waiter,
+                   message="the waiter's cgroup")
+        # So is one of a run in another pid namespace, whose number is no pid here: its
+        # redlock and watchdog hold it (a shared flock), as this test does.
+        gone = subprocess.Popen(["true"])
+        gone.wait()
+        foreign = os.path.join(parent, f"redlock-{gone.pid}")
+        os.mkdir(foreign)
+        held = os.open(foreign, os.O_RDONLY | os.O_DIRECTORY)
+        self.addCleanup(os.close, held)
+        fcntl.flock(held, fcntl.LOCK_SH)
+        let_go()
+        r = self.run_redlock(self.global_args + ["run", "-k", "next", "--", "true"])
+        self.assertStatus(r, 0)
+        self.assertFalse(os.path.exists(left), f"{left} left behind by the next run")
+        self.assertTrue(os.path.isdir(waiting), "a waiting run's cgroup was removed")
+        self.assertTrue(os.path.isdir(foreign), "a cgroup held by a live run was removed")
+        self.assertEqual(holder.release(), 0)
+        self.assertEqual(waiter.wait(30), 0, waiter.stderr)
+
+    def test_reap_removes_the_cgroup_of_a_run_killed_with_its_watchdog(self):
+        if not self.cgroup_available():
+            self.skipTest("redlock cannot make a cgroup here")
+        # Apart from other tests' runs (reap looks everywhere, a run beside its cgroup).
+        self.run_in_a_cgroup_of_its_own(cgroup_directory(os.getpid()))
+        left, let_go = self.leave_a_cgroup_behind("reaped")
+        let_go()
+        r = self.run_redlock(self.global_args + ["reap", "--dry-run"])
+        self.assertStatus(r, 0)
+        self.assertTrue(os.path.isdir(left), "reap --dry-run removed a cgroup")
+        r = self.run_redlock(self.global_args + ["reap"])
+        self.assertStatus(r, 0)
+        self.assertIn("redlock: removed 1 empty cgroup of runs killed with their watchdogs",
+                      r.stderr)
+        self.assertFalse(os.path.exists(left), f"{left} left behind by reap")
+
     def test_a_dead_watchdog_makes_redlock_stop_program_and_fail(self):
         proc, d, pids = self.start_tree("nodog")
         dog = self.watchdog_of(proc, pids)
@@ -343,6 +505,53 @@ class KilledRedlockTest(E2ETest):
         for what, pid in pids.items():
             self.assertFalse(pid_alive(pid), f"{what} ({pid}) outlived the run")
         self.assertKeyGone(self.server, "lock:nodog")
+
+
+class KilledInItsReleaseTest(E2ETest):
+    """A run is recorded once however its release is interrupted: the releaser sends the
+    run's release and history entry again, and a server that has the run's entry already
+    (from redlock's own release) keeps it alone, and counts the run once."""
+
+    def test_a_run_killed_while_its_release_waits_on_frozen_servers_is_recorded_once(self):
+        servers = [self.redis_server() for _ in range(3)]
+        config = self.write_file("c.toml", 'command_timeout = "60s"\n' + "".join(
+            f'[[servers]]\nurl = "{s.url()}"\n' for s in servers))
+        holder = self.holder(["-k", "job", "-t", "30s"], global_args=["-c", config])
+        proc, program = holder.proc, holder.wait_ready().program_pid
+        dogs = [p for p in children(proc.pid) if p != program]
+        self.assertEqual(len(dogs), 1, f"children of redlock: {children(proc.pid)}")
+        releaser = dogs[0]
+        self.kill_at_cleanup(releaser)
+        # Two of the three frozen: PROGRAM ends, and the release waits for a majority. The
+        # server that answers has the run recorded: redlock is in its release.
+        for s in servers[1:]:
+            s.freeze()
+            self.addCleanup(s.thaw)
+        open(holder.path("go"), "w").close()
+        wait_until(lambda: servers[0].command("HGET", "{lock:job}:stats", "runs:ran") == "1",
+                   10, message="the release to reach the server that answers", proc=proc)
+        proc.send_signal(signal.SIGKILL)
+        self.assertEqual(proc.wait(10), -signal.SIGKILL)
+        # The watchdog, now the releaser, releases again with the run's entry; once the
+        # servers thaw, each runs both (redlock's, written before it died, and the
+        # releaser's), and the releaser hears every answer and exits.
+        for s in servers[1:]:
+            s.thaw()
+        wait_until(lambda: not pid_alive(releaser), 30, message="the releaser to finish")
+        for s in servers:
+            # Every client gone (the test's own connection aside): their requests have run.
+            wait_until(lambda: "connected_clients:1\r" in s.command("INFO", "clients"), 10,
+                       message=f"the requests on {s.url()} to run")
+            self.assertEqual(s.command("EXISTS", "lock:job"), 0)
+            self.assertEqual(s.command("XLEN", "{lock:job}:history"), 1, s.url())
+            self.assertEqual(s.command("HGET", "{lock:job}:stats", "runs:ran"), "1", s.url())
+            stats = s.command("HGETALL", "{lock:job}:stats")
+            durations = {k: v for k, v in zip(stats[::2], stats[1::2]) if k.startswith("d:")}
+            self.assertEqual(sum(map(int, durations.values())), 1, (s.url(), durations))
+        r = self.run_redlock(["-c", config, "history", "--json", "job"])
+        self.assertStatus(r, 0)
+        runs = json.loads(r.stdout)["runs"]
+        self.assertEqual([(e["outcome"], e["exit_status"]) for e in runs], [("ran", 0)])
 
 
 if __name__ == "__main__":

@@ -1,3 +1,5 @@
+#include <algorithm>
+#include <ctime>
 #include <map>
 #include <pwd.h>
 #include <string>
@@ -88,6 +90,49 @@ TEST_CASE("holder fields carry the token and every holder detail") {
                                                        {"boot", sample_holder().boot}});
 }
 
+TEST_CASE("every field of the metadata is one that redlock reads back") {
+    for (const auto& [name, value] : as_map(holder_fields(sample_holder(), "tok"))) {
+        CAPTURE(name);
+        CHECK(std::ranges::find(redlock::lock::k_holder_field_names, name) !=
+              redlock::lock::k_holder_field_names.end());
+    }
+}
+
+TEST_CASE("a holder's boot began at its acquired_at less its boot clock then") {
+    auto h = sample_holder();
+    h.acquired_at = "2024-05-01T12:00:00.500Z"; // 1714564800500
+    h.process = "3600000";                      // up an hour
+    CHECK(redlock::lock::boot_started_ms(h) == 1714564800500 - 3600000);
+    // What it is not told by: a process identity of an older redlock, garbage, a time
+    // before the epoch, no acquired_at.
+    for (const char* process : {"b00t-1d/4711", "", "-5", "12x", "99999999999999999999"}) {
+        h.process = process;
+        CAPTURE(process);
+        CHECK_FALSE(redlock::lock::boot_started_ms(h));
+    }
+    h.process = "1714564800501";
+    CHECK_FALSE(redlock::lock::boot_started_ms(h));
+    h.process = "1000";
+    h.acquired_at = "yesterday";
+    CHECK_FALSE(redlock::lock::boot_started_ms(h));
+}
+
+TEST_CASE("a holder of this process writes when its boot began, on this machine's clocks") {
+    const std::vector<std::string> command{"true"};
+    const auto h = current_holder(command, 1);
+    const auto began = redlock::lock::boot_started_ms(h);
+    REQUIRE(began);
+    timespec up{}, wall{};
+    ::clock_gettime(CLOCK_BOOTTIME, &up);
+    ::clock_gettime(CLOCK_REALTIME, &wall);
+    const long long expected =
+        (wall.tv_sec - up.tv_sec) * 1000LL + (wall.tv_nsec - up.tv_nsec) / 1000000;
+    // The two clocks read apart, in milliseconds each: a few ms at most (NTP slews them
+    // apart by far less).
+    CHECK(*began > expected - 50);
+    CHECK(*began < expected + 50);
+}
+
 TEST_CASE("holder fields read back as the same holder with the same token") {
     auto original = sample_holder();
     auto parsed = parse_holder(as_map(holder_fields(original, "tok")), "tok");
@@ -105,42 +150,42 @@ TEST_CASE("holder fields read back as the same holder with the same token") {
     CHECK(parsed->boot == original.boot);
 }
 
-TEST_CASE("a holder of this machine under an earlier boot is of an earlier boot") {
+TEST_CASE("a holder naming this machine under an earlier boot is of another boot") {
     const auto here = sample_holder();
     auto before = here;
     before.boot = "0b0b0b0b-0000-4000-8000-000000000000";
     before.pid = 17;
-    CHECK(redlock::lock::of_earlier_boot(before, here));
+    CHECK(redlock::lock::of_another_boot(before, here));
 }
 
-TEST_CASE("a holder of the current boot, or of another machine, is never of an earlier boot") {
+TEST_CASE("a holder of the current boot, or of another machine, is never of another boot") {
     const auto here = sample_holder();
-    CHECK_FALSE(redlock::lock::of_earlier_boot(here, here)); // the current boot
+    CHECK_FALSE(redlock::lock::of_another_boot(here, here)); // the current boot
     auto other = here;
     other.boot = "0b0b0b0b-0000-4000-8000-000000000000";
     other.machine = "ffffffffffffffffffffffffffffffff"; // another machine
-    CHECK_FALSE(redlock::lock::of_earlier_boot(other, here));
+    CHECK_FALSE(redlock::lock::of_another_boot(other, here));
     // A clone of this machine's image (the same machine id) under another host name.
     auto clone = here;
     clone.boot = other.boot;
     clone.host = "build-8.example";
-    CHECK_FALSE(redlock::lock::of_earlier_boot(clone, here));
+    CHECK_FALSE(redlock::lock::of_another_boot(clone, here));
 }
 
-TEST_CASE("a holder that does not say its machine or boot is never of an earlier boot") {
+TEST_CASE("a holder that does not say its machine or boot is never of another boot") {
     const auto here = sample_holder();
     auto old = here; // a redlock before 0.4, another client
     old.machine.clear();
     old.boot.clear();
-    CHECK_FALSE(redlock::lock::of_earlier_boot(old, here));
+    CHECK_FALSE(redlock::lock::of_another_boot(old, here));
     auto no_boot = here;
     no_boot.boot.clear();
-    CHECK_FALSE(redlock::lock::of_earlier_boot(no_boot, here));
+    CHECK_FALSE(redlock::lock::of_another_boot(no_boot, here));
     auto before = here;
     before.boot = "0b0b0b0b-0000-4000-8000-000000000000";
     auto unknown_here = here; // this machine has no /etc/machine-id
     unknown_here.machine.clear();
-    CHECK_FALSE(redlock::lock::of_earlier_boot(before, unknown_here));
+    CHECK_FALSE(redlock::lock::of_another_boot(before, unknown_here));
 }
 
 TEST_CASE("the metadata keeps the digest of the nesting secret, never the secret") {

@@ -130,6 +130,35 @@ TEST_CASE("the inspect script reports a free lock as nil, -2 and no metadata") {
               .ends_with(", [token, tok], 7, [slot, 3]]"));
 }
 
+TEST_CASE("the inspect script reads only the fields redlock knows, each clipped") {
+    RedisServer server;
+    server.command({"SET", "lock:x", "tok", "PX", "60000"});
+    server.command({"HSET", "{lock:x}:meta", "token", "tok", "host", std::string(5000, 'h')});
+    // Another client's hash of many fields: HGETALL's reply would be too large to read.
+    std::vector<std::string> many{"HSET", "{lock:x}:meta"};
+    for (int i = 0; i < 40000; ++i) {
+        many.push_back("f" + std::to_string(i));
+        many.push_back("v");
+    }
+    server.command(many);
+    many[1] = "{lock:x}:slot";
+    server.command(many);
+    server.command({"HSET", "{lock:x}:slot", "slot", "3"});
+    const auto held = server.command({"EVAL", std::string(k_inspect_script.source), "4", "lock:x",
+                                      "{lock:x}:meta", "{lock:x}:fence", "{lock:x}:slot"});
+    CHECK(
+        held.ends_with(", [token, tok, host, " + std::string(4096, 'h') + "], (nil), [slot, 3]]"));
+}
+
+TEST_CASE("the inspect script reads every field of the metadata that redlock reads") {
+    // The script's list of the metadata's fields is lock/holder.hpp's, in its order.
+    std::string list = "{";
+    for (auto name : redlock::lock::k_holder_field_names)
+        list += (list.size() > 1 ? ", \"" : "\"") + std::string(name) + "\"";
+    list += "}";
+    CHECK(k_inspect_script.source.find("fields(KEYS[2], " + list + ")") != std::string_view::npos);
+}
+
 namespace {
 // --once-per's claim of a slot of `length` ms (early: 0) by the holder of token `token`.
 std::string claim(const RedisServer& server, const std::string& token, const std::string& length,
@@ -803,18 +832,31 @@ TEST_CASE("a renewal that cuts the lease short says so on the channel, one that 
 
 namespace {
 // The history script recording an entry of `fields` (field, value, ...) for lock:x, held
-// `held_ms`, keeping `keep` entries (0: none, counters only).
+// `held_ms`, keeping `keep` entries (0: none, counters only), of a run that ended at `ended`
+// (ms since the Unix epoch; "": when it arrives).
 std::string record(const RedisServer& server, std::vector<std::string> fields,
-                   const std::string& held_ms = "0", const std::string& keep = "10") {
+                   const std::string& held_ms = "0", const std::string& keep = "10",
+                   const std::string& ended = "") {
     std::string packed;
     for (const auto& f : fields)
         packed += f + '\0';
     return server.command({"EVAL", std::string(redlock::lock::k_history_script.source), "4",
                            "{lock:x}:history", "lock:x", "{lock:x}:meta", "{lock:x}:stats", "run",
-                           "tok", keep, "60000", "0", held_ms, packed});
+                           "tok", keep, "60000", "0", held_ms, packed, ended});
 }
 std::string stat(const RedisServer& server, const std::string& field) {
     return server.command({"HGET", "{lock:x}:stats", field});
+}
+long long stat_ms(const RedisServer& server, const std::string& field) {
+    return std::stoll(stat(server, field));
+}
+// The started_ms of the newest entry of lock:x's history.
+long long newest_start(const RedisServer& server) {
+    return std::stoll(
+        server.command({"EVAL",
+                        "local e = redis.call('xrevrange', KEYS[1], '+', '-', 'COUNT', 1)[1][2] "
+                        "for i = 1, #e, 2 do if e[i] == 'started_ms' then return e[i + 1] end end",
+                        "1", "{lock:x}:history"}));
 }
 } // namespace
 
@@ -865,7 +907,9 @@ TEST_CASE("about one write in eight drops the entries older than the age, and on
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
     int written = 0;
     while (oldest().starts_with("[[1000-0") && std::chrono::steady_clock::now() < deadline) {
-        REQUIRE(record(server, {"run", "a", "outcome", "ran", "status", "0"}, "10", "100000") ==
+        // A new run id each time: one run's entry is recorded once.
+        const std::string run = "r" + std::to_string(written);
+        REQUIRE(record(server, {"run", run, "outcome", "ran", "status", "0"}, "10", "100000") ==
                 "1");
         ++written;
     }
@@ -921,4 +965,81 @@ TEST_CASE("the history's and the counters' expiry is pushed back once a sixteent
     server.command({"DEL", "{lock:x}:history"});
     CHECK(record(server, {"run", "g", "outcome", "ran", "status", "0"}, "10") == "1");
     CHECK(pttl("{lock:x}:history") > 60000);
+}
+
+TEST_CASE("a run's entry sent twice is recorded once, in the history and the counters") {
+    RedisServer server;
+    // The run's own release, then its releaser's (redlock killed while it waited): the same
+    // run id, whatever the second says of it.
+    CHECK(record(server, {"run", "a", "outcome", "ran", "status", "0"}, "1500") == "1");
+    CHECK(record(server, {"run", "a", "outcome", "ran", "status", "0"}, "1700") == "0");
+    CHECK(record(server, {"run", "b", "outcome", "failed", "status", "127"}) == "1");
+    CHECK(record(server, {"run", "b", "outcome", "killed"}) == "0");
+    CHECK(server.command({"XLEN", "{lock:x}:history"}) == "2");
+    CHECK(stat(server, "runs:ran") == "1");
+    CHECK(stat(server, "d:5") == "1");
+    CHECK(stat(server, "duration_ms") == "1500");
+    CHECK(stat(server, "runs:failed") == "1");
+    CHECK(stat(server, "runs:killed") == "(nil)");
+    CHECK(stat(server, "recorded") == "b a");
+    // With history = 0 too: the counters count it once.
+    CHECK(record(server, {"run", "c", "outcome", "ran", "status", "0"}, "10", "0") == "1");
+    CHECK(record(server, {"run", "c", "outcome", "ran", "status", "0"}, "10", "0") == "0");
+    CHECK(stat(server, "runs:ran") == "2");
+    // The ids of the last five entries are kept, no more, and of each its first 12 digits:
+    // the hash stays a listpack (a ziplist before Redis 7).
+    for (const char* run : {"d00000000000000d", "e00000000000000e", "f00000000000000f",
+                            "a00000000000000a", "b00000000000000b"})
+        CHECK(record(server, {"run", run, "outcome", "ran", "status", "0"}) == "1");
+    CHECK(stat(server, "recorded") ==
+          "b00000000000 a00000000000 f00000000000 e00000000000 d00000000000");
+    const auto encoding = server.command({"OBJECT", "ENCODING", "{lock:x}:stats"});
+    CHECK((encoding == "listpack" || encoding == "ziplist"));
+    CHECK(record(server, {"run", "a00000000000000a", "outcome", "ran", "status", "0"}) == "0");
+    CHECK(record(server, {"run", "c", "outcome", "ran", "status", "0"}) == "1");
+    CHECK(stat(server, "runs:ran") == "8");
+}
+
+TEST_CASE("an entry that arrives late says when its run ended, and moves no last run or "
+          "success back") {
+    RedisServer server;
+    // A run that ended a minute ago, whose release this server gets only now (it was frozen).
+    const long long ended = server_ms(server) - 60000;
+    CHECK(record(server, {"run", "a", "outcome", "ran", "status", "0"}, "1500", "10",
+                 std::to_string(ended)) == "1");
+    CHECK(newest_start(server) == ended - 1500);
+    CHECK(stat_ms(server, "last_run_ms") == ended);
+    CHECK(stat_ms(server, "last_success_ms") == ended);
+    // An earlier run's entry that arrives after it has its own times, and moves neither back.
+    CHECK(record(server, {"run", "b", "outcome", "ran", "status", "0"}, "10", "10",
+                 std::to_string(ended - 5000)) == "1");
+    CHECK(newest_start(server) == ended - 5010);
+    CHECK(stat_ms(server, "last_run_ms") == ended);
+    CHECK(stat_ms(server, "last_success_ms") == ended);
+    // A later failure moves the last run only.
+    CHECK(record(server, {"run", "c", "outcome", "ran", "status", "1"}, "10", "10",
+                 std::to_string(ended + 1000)) == "1");
+    CHECK(stat_ms(server, "last_run_ms") == ended + 1000);
+    CHECK(stat_ms(server, "last_success_ms") == ended);
+    // An end in the server's future (a host clock ahead), or one that is not a time, is the
+    // server's TIME on arrival.
+    for (const std::string& bad :
+         std::vector<std::string>{std::to_string(server_ms(server) + 3600000), "banana", "-5"}) {
+        const long long before = server_ms(server);
+        CHECK(record(server, {"run", "d" + bad, "outcome", "ran", "status", "0"}, "10", "10",
+                     bad) == "1");
+        const long long after = server_ms(server);
+        CHECK(stat_ms(server, "last_success_ms") >= before);
+        CHECK(stat_ms(server, "last_success_ms") <= after);
+        CHECK(newest_start(server) >= before - 10);
+        CHECK(newest_start(server) <= after - 10);
+    }
+    // A last success past the server's TIME is no time a run ended (the clock was stepped
+    // back, or someone wrote it): a run's end replaces it.
+    server.command({"HSET", "{lock:x}:stats", "last_success_ms",
+                    std::to_string(server_ms(server) + 86400000)});
+    const long long now = server_ms(server) - 1000;
+    CHECK(record(server, {"run", "e", "outcome", "ran", "status", "0"}, "10", "10",
+                 std::to_string(now)) == "1");
+    CHECK(stat_ms(server, "last_success_ms") == now);
 }
