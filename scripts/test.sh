@@ -104,8 +104,8 @@ if ! bash scripts/setup.sh; then
     exit 1
 fi
 
-# The Debian 11 and 13 roots of stages 6 and 7 (debootstrap: downloads and unpacking,
-# 3.5 min from a cold cache, little CPU) are made in the background from here on, beside
+# The Debian 11 and 13 roots of stage 6 (debootstrap: downloads and unpacking, 3.5 min in
+# CI from a cold cache, 140 s of CPU) are made in the background from here on, beside
 # the compilers, into the cache of build/ the fixtures `release: roots` and `servers:
 # roots` read; those wait on the roots' lock if this is not done yet, and report any
 # failure themselves. Skipped (77) when not root.
