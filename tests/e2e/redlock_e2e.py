@@ -535,7 +535,8 @@ class RedisCluster:
         slot = self.slot_of(key)
         for start, end, master, *_ in self.nodes[0].command("CLUSTER", "SLOTS"):
             if int(start) <= slot <= int(end):
-                return next(n for n in self.nodes if n.port == int(master[1]))
+                # Redis 6 names a TLS cluster's nodes by their TLS port.
+                return next(n for n in self.nodes if int(master[1]) in (n.port, n.tls_port))
         raise AssertionError(f"no owner of slot {slot}")
 
     def name_on(self, node, prefix="lock:", stem="n"):

@@ -76,6 +76,7 @@ class ClusterTest(E2ETest):
             self.assertEqual(h.release(), 0)
 
     def test_a_slot_migrated_while_the_lock_is_held(self):
+        self.require_server((6, 2), "INFO errorstats (counting TRYAGAIN)")
         source, target = self.cluster.nodes[1], self.cluster.nodes[2]
         name = self.cluster.name_on(source, stem="m")
         key = f"lock:{name}"

@@ -86,11 +86,15 @@ class FairOneServerTest(FairTestBase):
         h = self.holder(["-k", "job", "-t", "1m"], global_args=self.args).wait_ready()
         first = self.enqueue(["true"])
         second = self.enqueue(["true"])
+        # Each says its place before the release (a loaded machine may print the second's
+        # first line only once the first has the lock).
+        wait_until(lambda: "; next in line;" in first.stderr, 15, message="first's place",
+                   proc=first)
+        wait_until(lambda: "; 1 ahead in line;" in second.stderr, 15, message="second's place",
+                   proc=second)
         self.assertEqual(h.release(), 0)
         self.assertEqual(first.wait(30), 0)
         self.assertEqual(second.wait(30), 0)
-        self.assertIn("; next in line;", first.stderr)
-        self.assertIn("; 1 ahead in line;", second.stderr)
 
     def test_a_killed_waiter_does_not_block_the_next(self):
         h = self.holder(["-k", "job", "-t", "1m"], global_args=self.args).wait_ready()

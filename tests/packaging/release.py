@@ -48,9 +48,12 @@ def require_root(test, why):
         test.skipTest(f"needs root for {why}; run the release tests as root (CI does)")
 
 
-# The Debian roots the x86_64 binary is run in: suite -> packages beyond minbase.
-ROOTS = {"bullseye": ["libssl1.1"],  # Debian 11: glibc 2.31, OpenSSL 1.1.1
-         "trixie": ["libssl3t64"]}  # Debian 13: glibc 2.41, OpenSSL 3
+# The Debian roots the x86_64 binary is run in: suite -> packages beyond minbase. Debian
+# 11: glibc 2.31, OpenSSL 1.1.1, Redis 6.0; Debian 13: glibc 2.41, OpenSSL 3, Redis 8,
+# Valkey 8. Their servers are the ones the e2e tests run against besides the host's
+# (servers.py).
+ROOTS = {"bullseye": ["libssl1.1", "redis-server"],
+         "trixie": ["libssl3t64", "redis-server", "valkey-server"]}
 
 
 def debian_root(test, suite, include=()):
