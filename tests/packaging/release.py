@@ -56,6 +56,17 @@ ROOTS = {"bullseye": ["libssl1.1", "redis-server"],
          "trixie": ["libssl3t64", "redis-server", "valkey-server"]}
 
 
+def unmount_below(root):
+    """Unmounts what is mounted at or below `root` (deepest first): debootstrap can leave
+    the root's /proc or /sys mounted when it is stopped or fails, and a later rmtree of
+    the root must not walk into them."""
+    prefix = os.path.realpath(root).rstrip("/") + "/"
+    with open("/proc/self/mounts") as f:
+        points = [line.split()[1].replace("\\040", " ") for line in f]
+    for point in sorted((p for p in points if (p + "/").startswith(prefix)), reverse=True):
+        subprocess.run(["umount", "-l", point], check=False, capture_output=True)
+
+
 def debian_root(test, suite, include=()):
     """A Debian `suite` root for amd64 made by `debootstrap --variant=minbase` with the
     packages `include`, cached in CACHE/roots (a second run reuses it). Skips when not
@@ -72,11 +83,13 @@ def debian_root(test, suite, include=()):
         if os.path.exists(done) and open(done).read() == stamp:
             return root
         if os.path.exists(root):
+            unmount_below(root)
             shutil.rmtree(root)
         command = ["debootstrap", "--variant=minbase"]
         if include:
             command.append("--include=" + ",".join(include))
         result = support.run(command + [suite, root, MIRROR], timeout=1200, check=False)
+        unmount_below(root)
         if result.returncode != 0:
             log = os.path.join(root, "debootstrap", "debootstrap.log")
             tail = open(log).read()[-3000:] if os.path.exists(log) else ""
