@@ -273,9 +273,10 @@ void Fleet::subscribe_again(Clock::time_point now) {
 }
 
 bool Fleet::refresh_all(int interrupt_fd) {
-    // The exporter follows the names with counters too (their lock free).
+    // The exporter follows the names with a record too (their lock free: run in the history's
+    // age).
     auto found = lock::list_names(m_reader.connections(), m_config.key_prefix, m_options.pattern,
-                                  true, m_options.keep_free ? "stats" : "");
+                                  true, m_options.keep_free ? lock::k_record_suffix : "");
     for (size_t i = 0; i < found.cluster.size(); ++i)
         m_reader.set_cluster(i, found.cluster[i]);
     for (auto& server : m_servers) {
