@@ -871,7 +871,7 @@ inline constexpr Script k_fair_leave_script = script(k_fair_leave_text);
 // and the operator's. Refusals ("skip") are sent once, and not looked at. Returns 1 when
 // recorded, 0 when not.
 inline constexpr auto k_history_text = compose(
-    k_keep_record, k_blob, k_entry_fields, k_run_counters,
+    k_keep_record, k_blob, k_entry_fields, k_slot_fields, k_run_counters,
     fragment(R"lua(local holder = false
 if ARGV[1] == "skip" then
   local kind = redis.call("type", KEYS[2]).ok
@@ -954,12 +954,8 @@ if last then
       first = drop(first, first)
     end
   end
-  if first <= last then
-    set[#set + 1] = "h"
-    set[#set + 1] = first .. " " .. last .. " " .. keep
-  else
-    del[#del + 1] = "h"
-  end
+  set[#set + 1] = "h"
+  set[#set + 1] = first .. " " .. last .. " " .. keep
 end
 local slot = unblob({r.s, r["s:2"], r["s:3"], r["s:4"]})
 if slot then

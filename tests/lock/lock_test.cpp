@@ -80,9 +80,10 @@ TEST_CASE("acquiring a free lock sets the key to our token with the ttl") {
 TEST_CASE("acquiring a lock writes the holder's metadata next to it with the same ttl") {
     OneServer s;
     auto lock = s.make_lock(10s);
-    REQUIRE(lock.acquire());
+    auto acquired = lock.acquire();
+    REQUIRE(acquired);
     CHECK(s.server.command({"HGETALL", k_meta}) ==
-          "[fence, 1, token, " + lock.token() +
+          "[fence, " + std::to_string(acquired->fence) + ", token, " + lock.token() +
               ", host, test-host, pid, 1234, user, tester, command, sleep 10, acquired_at, "
               "2024-01-02T03:04:05.678Z, ttl_ms, 10000]");
     CHECK(s.pttl(k_meta) > 5000);
