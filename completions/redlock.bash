@@ -2,7 +2,7 @@
 # Installed as share/bash-completion/completions/redlock (loaded on demand by
 # bash-completion); it also works when sourced on its own.
 
-_redlock_commands='run status list history watch exporter acquire extend release reap doctor'
+_redlock_commands='run status list history watch exporter acquire extend release reap doctor cron'
 _redlock_global_opts='-c --config -s --server -v --verbose -q --quiet -h --help --version'
 
 # Options of each command (global options are accepted after the command too).
@@ -22,6 +22,7 @@ _redlock_command_opts() {
         release) echo '-k --key --token -f --force -y --yes' ;;
         reap) echo '-p --pattern --dry-run --json' ;;
         doctor) echo '--json' ;;
+        cron) echo '--check -n --count --from --json' ;;
     esac
 }
 
@@ -72,13 +73,13 @@ _redlock() {
                 ;;
             -k | --key | -t | --ttl | -w | --wait | --timeout | -E | --conflict-exit-code | \
                 --max-hold | --min-validity | --min-hold | --once-per | --limit | --token | -p | --pattern | \
-                --metrics | --events | --on-lost | --count | --since | --listen)
+                --metrics | --events | --on-lost | --count | --since | --listen | --from)
                 [[ -n $command ]] && ((i++))
                 continue
                 ;;
             -n)
-                # history's count takes a value; run's and acquire's -n does not.
-                [[ $command == history ]] && ((i++))
+                # history's and cron's count takes a value; run's and acquire's -n does not.
+                [[ $command == history || $command == cron ]] && ((i++))
                 continue
                 ;;
             --)
@@ -130,8 +131,8 @@ _redlock() {
             return
             ;;
         -n | --count)
-            # history -n N: a number, nothing to offer (for run and acquire -n is a flag).
-            if [[ $command == history || $prev == --count ]]; then
+            # history/cron -n N: a number, nothing to offer (for run and acquire -n is a flag).
+            if [[ $command == history || $command == cron || $prev == --count ]]; then
                 return
             fi
             ;;
@@ -152,7 +153,7 @@ _redlock() {
             COMPREPLY=($(compgen -W '250ms 10s 30s 1m 5m 10m 30m 1h 2h' -- "$cur"))
             return
             ;;
-        -E | --conflict-exit-code | --limit | --token | -p | --pattern | --on-lost | --listen)
+        -E | --conflict-exit-code | --limit | --token | -p | --pattern | --on-lost | --listen | --from)
             return
             ;;
         --metrics | --events)
@@ -180,6 +181,10 @@ _redlock() {
         status | release | extend | history)
             COMPREPLY=($(compgen -W "$(_redlock_locks "${words[0]}" "${server_opts[@]}")" \
                 -- "$cur"))
+            ;;
+        cron)
+            compopt -o filenames 2>/dev/null
+            COMPREPLY=($(compgen -f -- "$cur"))
             ;;
     esac
 } &&

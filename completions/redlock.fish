@@ -1,7 +1,7 @@
 # fish completion for redlock(1). Installed as
 # share/fish/vendor_completions.d/redlock.fish.
 
-set -l __redlock_commands run status list history watch exporter acquire extend release reap doctor
+set -l __redlock_commands run status list history watch exporter acquire extend release reap doctor cron
 
 # The command given so far (the first word after the global options and their values).
 function __redlock_command
@@ -99,6 +99,7 @@ complete -c redlock -n __redlock_no_command -a extend -d 'Give a held lock a fre
 complete -c redlock -n __redlock_no_command -a release -d 'Release a lock'
 complete -c redlock -n __redlock_no_command -a reap -d "Release this machine's locks of an earlier boot"
 complete -c redlock -n __redlock_no_command -a doctor -d 'Check the servers'
+complete -c redlock -n __redlock_no_command -a cron -d "Check a crontab for the fleet's cron daemon"
 
 set -l durations '250ms 10s 30s 1m 5m 10m 30m 1h 2h'
 
@@ -154,3 +155,10 @@ complete -c redlock -n '__redlock_using reap' -s p -l pattern -x -d 'Only locks 
 complete -c redlock -n '__redlock_using reap' -l dry-run -d 'Say what would be reaped, release nothing'
 complete -c redlock -n '__redlock_using reap' -l json -d 'Print one JSON document'
 complete -c redlock -n '__redlock_using doctor' -l json -d 'Print one JSON document'
+
+# cron --check FILE
+complete -c redlock -n '__redlock_using cron' -l check -d 'Check the crontab and list its jobs'
+complete -c redlock -n '__redlock_using cron' -s n -l count -x -d 'The next N fire times of each job (default 3)'
+complete -c redlock -n '__redlock_using cron' -l from -x -d 'The fire times after this ISO 8601 UTC time'
+complete -c redlock -n '__redlock_using cron' -l json -d 'Print one JSON document'
+complete -c redlock -n '__redlock_using cron' -F

@@ -3,7 +3,8 @@
 # DESTDIR; everything below is relative to the prefix.
 #
 #   bin/redlock
-#   share/man/man1/redlock.1.gz, share/man/man5/redlock.toml.5.gz
+#   share/man/man1/redlock.1.gz, share/man/man5/redlock.toml.5.gz,
+#   share/man/man5/redlock-cron.5.gz
 #   share/doc/redlock/copyright, share/doc/redlock/changelog.gz
 #   share/bash-completion/completions/redlock     (loaded on demand by bash-completion)
 #   share/zsh/vendor-completions/_redlock         (on Debian's default zsh fpath)
@@ -16,6 +17,7 @@ find_program(REDLOCK_GZIP gzip REQUIRED)
 mark_as_advanced(REDLOCK_GZIP)
 set(redlock_gzipped)
 foreach(pair "man/redlock.1|redlock.1.gz" "man/redlock.toml.5|redlock.toml.5.gz"
+             "man/redlock-cron.5|redlock-cron.5.gz"
              "packaging/debian/changelog|changelog.gz")
   string(REPLACE "|" ";" pair "${pair}")
   list(GET pair 0 source)
@@ -30,7 +32,7 @@ add_custom_target(gzipped_docs ALL DEPENDS ${redlock_gzipped})
 
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/gz/redlock.1.gz
         DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
-install(FILES ${CMAKE_CURRENT_BINARY_DIR}/gz/redlock.toml.5.gz
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/gz/redlock.toml.5.gz ${CMAKE_CURRENT_BINARY_DIR}/gz/redlock-cron.5.gz
         DESTINATION ${CMAKE_INSTALL_MANDIR}/man5)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/gz/changelog.gz
               ${PROJECT_SOURCE_DIR}/packaging/debian/copyright

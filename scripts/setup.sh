@@ -17,6 +17,8 @@ packages=(
     libmicrohttpd-dev
     # test
     redis-server python3 util-linux bsdutils procps clang-format spin faketime openssl
+    # the oracle of cron expressions (tests/e2e/test_cron_oracle.py), never a dependency
+    python3-croniter
     # monitoring tests: promtool, a real node_exporter, systemd-analyze verify, curl; the
     # exporter's page in headless Chromium (tests/e2e/test_exporter.py, about 10 s; the
     # package is the biggest here, ~100 MB, installed once per CI machine)

@@ -57,6 +57,9 @@ struct CommandArgs {
     std::optional<std::string> since;  // history --since
     std::optional<std::string> listen; // exporter --listen
     bool dry_run = false;              // reap --dry-run
+    bool check = false;                // cron --check
+    std::optional<std::string> from;   // cron --from
+    std::string file;                  // cron FILE
     bool operator==(const CommandArgs&) const = default;
 };
 

@@ -24,6 +24,7 @@
 #include "util/fd.hpp"
 #include "util/format.hpp"
 #include "util/log.hpp"
+#include "util/timestamp.hpp"
 #include "util/version.hpp"
 
 namespace redlock::cli {
@@ -184,6 +185,45 @@ util::Expected<int> conflict_exit_code(const std::optional<std::string>& text) {
         return util::fail(util::ErrorKind::usage,
                           util::format("invalid exit code '{}' for -E: expected 0 to 255", *text));
     return value;
+}
+
+// -n N of history and cron: 1 to `most`.
+util::Expected<size_t> count_option(const std::string& text, size_t most) {
+    size_t n = 0;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+    if (ec != std::errc() || end != text.data() + text.size() || n < 1 || n > most)
+        return util::fail(util::ErrorKind::usage,
+                          util::format("invalid -n '{}': expected 1 to {}", text, most));
+    return n;
+}
+
+// `cron`: only --check for now; it reads no config and talks to no server.
+int cron(const CommandArgs& args) {
+    if (!args.check)
+        return report({util::ErrorKind::usage,
+                       "cron: the daemon is not in this version yet; 'redlock cron --check FILE' "
+                       "checks a crontab"});
+    if (args.file.empty())
+        return report({util::ErrorKind::usage, "cron --check: a crontab FILE is required"});
+    CronOptions options;
+    options.file = args.file;
+    options.json = args.json;
+    if (args.count) {
+        auto n = count_option(*args.count, 1000);
+        if (!n)
+            return report(n.error());
+        options.count = *n;
+    }
+    if (args.from) {
+        auto from = util::parse_utc_timestamp(*args.from);
+        if (!from)
+            return report({util::ErrorKind::usage,
+                           util::format("invalid --from '{}': expected an ISO 8601 UTC time "
+                                        "such as 2026-03-29T00:00:00Z",
+                                        *args.from)});
+        options.from = std::chrono::floor<std::chrono::seconds>(*from);
+    }
+    return cron_command(options);
 }
 
 // --limit N: 1 to 1000 holders at once (each permit is tried in turn while waiting).
@@ -399,13 +439,10 @@ int dispatch(std::string_view chosen, const RunArgs& run_args, const CommandArgs
         options.name = *name;
         options.json = args.json;
         if (args.count) {
-            size_t n = 0;
-            const auto& text = *args.count;
-            auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
-            if (ec != std::errc() || end != text.data() + text.size() || n < 1 || n > 100000)
-                return report({util::ErrorKind::usage,
-                               util::format("invalid -n '{}': expected 1 to 100000", text)});
-            options.count = n;
+            auto n = count_option(*args.count, 100000);
+            if (!n)
+                return report(n.error());
+            options.count = *n;
         }
         auto since = optional_duration(args.since);
         if (!since)
@@ -608,6 +645,12 @@ std::expected<CommandLine, int> parse_with_cli11(int argc, char** argv) {
     } else if (chosen == "exporter") {
         command->add_option("-p,--pattern", args.pattern)->type_name("GLOB");
         add_text_option(command, "--listen", args.listen)->type_name("ADDR:PORT");
+    } else if (chosen == "cron") {
+        command->add_flag("--check", args.check);
+        add_text_option(command, "-n,--count", args.count)->type_name("N");
+        add_text_option(command, "--from", args.from)->type_name("TIME");
+        add_json_option(command, args);
+        command->add_option("file", args.file)->type_name("FILE");
     } else if (chosen == "history") {
         add_name_options(command, args);
         add_text_option(command, "-n,--count", args.count)->type_name("N");
@@ -697,13 +740,15 @@ int run_main(int argc, char** argv) {
     }
     if (line.command.empty()) {
         log::error("a command is required: run, status, list, history, watch, exporter, "
-                   "acquire, extend, release, reap or doctor (try 'redlock --help')");
+                   "acquire, extend, release, reap, doctor or cron (try 'redlock --help')");
         return util::exit_code::usage;
     }
     mask_passwords(argc, argv, line.program_start);
     log::set_level(line.global.verbose ? log::Level::verbose
                    : line.global.quiet ? log::Level::quiet
                                        : log::Level::normal);
+    if (line.command == "cron")
+        return cron(line.args);
 
     auto cfg = load(line.global);
     if (!cfg)

@@ -1,6 +1,6 @@
 #pragma once
 // The inspection and scripting commands: status, list, history, watch, exporter, acquire,
-// extend, release, doctor.
+// extend, release, doctor, and cron --check.
 // Each returns the command's exit status; human output goes to stdout, --json prints one
 // JSON document instead.
 
@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "config/config.hpp"
+#include "cron/zone.hpp"
 
 namespace redlock::cli {
 
@@ -87,5 +88,14 @@ struct DoctorOptions {
     bool json = false;
 };
 [[nodiscard]] int doctor_command(const DoctorOptions& options, const config::Config& config);
+
+// `cron --check FILE`: needs no config, no server.
+struct CronOptions {
+    std::string file;
+    size_t count = 3;                  // -n: the next N fires of each job
+    std::optional<cron::Instant> from; // --from: fires after this instead of now
+    bool json = false;
+};
+[[nodiscard]] int cron_command(const CronOptions& options);
 
 } // namespace redlock::cli

@@ -116,7 +116,7 @@ bool print_stdout(const std::string& text) {
 // Computed in milliseconds: system_clock's nanoseconds would overflow for a year like 9999.
 std::optional<Millis> age_of(const std::string& iso) {
     auto then = util::parse_utc_timestamp(iso);
-    if (!then)
+    if (!then || !util::plausible_ms(then->time_since_epoch().count()))
         return std::nullopt;
     return std::chrono::floor<Millis>(std::chrono::system_clock::now()) - *then;
 }

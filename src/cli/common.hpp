@@ -53,7 +53,7 @@ unless_acquired(const util::Expected<job::Acquisition>& acquisition, int conflic
 using util::human_duration;
 
 // How long ago an ISO 8601 UTC timestamp ("2026-12-02T14:16:33.620Z") was; nullopt when
-// the text is not one (metadata is whatever a client wrote).
+// the text is not one, or is before 1970 (metadata is whatever a client wrote).
 [[nodiscard]] std::optional<std::chrono::milliseconds> age_of(const std::string& iso);
 
 // A history entry (cli/history_command.cpp) as `status` shows it: one line for a person,

@@ -72,7 +72,8 @@ int doctor_command(const DoctorOptions& options, const config::Config& config) {
             json.key("error");
             r.reachable ? json.null() : json.value(r.error);
             if (r.reachable) {
-                json.field("version", r.version)
+                json.field("software", r.software)
+                    .field("version", r.version)
                     .field("role", r.role)
                     .field("replicas", r.replicas)
                     .field("latency_ms", r.latency_ms)
@@ -100,7 +101,8 @@ int doctor_command(const DoctorOptions& options, const config::Config& config) {
                 continue;
             // What the server reports (INFO, error texts) is shown through util::printable.
             out += util::format(
-                "{}  redis {}, {}, round trip {:.2f}ms\n", r.server,
+                "{}  {} {}, {}, round trip {:.2f}ms\n", r.server,
+                r.software.empty() ? "redis" : util::printable(r.software),
                 r.version.empty() ? "(version unknown)" : util::printable(r.version),
                 r.role.empty() ? "role unknown" : util::printable(r.role), r.latency_ms);
             for (const auto& c : r.checks) {
@@ -113,17 +115,25 @@ int doctor_command(const DoctorOptions& options, const config::Config& config) {
         }
         // "Fit" covers every server, so it is said only when every one was checked.
         if (risks > 0) {
-            // A refused script or command stops locking; the others let it go wrong.
+            // A refused script or command stops locking, and a server too old for a mode
+            // that mode; the others let it go wrong.
             bool unsafe = false;
             bool refused_commands = false;
+            bool too_old = false;
             for (const auto& r : reports)
                 for (const auto& c : r.checks)
                     if (c.level == doctor::Level::risk)
-                        (c.name == "scripts" || c.name == "acl" ? refused_commands : unsafe) = true;
-            out += util::format("{} risk{} found: {}{}{}\n", risks, risks == 1 ? "" : "s",
-                                unsafe ? "one lock could be handed to two holders" : "",
-                                unsafe && refused_commands ? "; " : "",
-                                refused_commands ? "locking fails where commands are refused" : "");
+                        (c.name == "scripts" || c.name == "acl" ? refused_commands
+                         : c.name == "version"                  ? too_old
+                                                                : unsafe) = true;
+            std::string why;
+            for (auto [said, what] :
+                 {std::pair{unsafe, "one lock could be handed to two holders"},
+                  {refused_commands, "locking fails where commands are refused"},
+                  {too_old, "a mode fails where the server lacks what it needs"}})
+                if (said)
+                    why += (why.empty() ? "" : "; ") + std::string(what);
+            out += util::format("{} risk{} found: {}\n", risks, risks == 1 ? "" : "s", why);
         } else if (unreachable + refused == 0)
             out += util::format("{} fit for locking{}\n",
                                 reports.size() == 1

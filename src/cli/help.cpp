@@ -10,7 +10,7 @@ using namespace std::string_view_literals;
 
 constexpr std::array k_commands = {"run"sv,     "status"sv,   "list"sv,    "history"sv,
                                    "watch"sv,   "exporter"sv, "acquire"sv, "extend"sv,
-                                   "release"sv, "reap"sv,     "doctor"sv};
+                                   "release"sv, "reap"sv,     "doctor"sv,  "cron"sv};
 
 // Every help but redlock's own ends with this.
 #define GLOBAL_OPTIONS                                                                             \
@@ -47,6 +47,7 @@ Commands:
   release   release a lock (--token) or remove it (--force)
   reap      release the locks this machine held under an earlier boot
   doctor    check that the servers are fit for locking
+  cron      check a crontab for the fleet's cron daemon (--check)
 
 Options:
   -c, --config FILE   the config file (default: $REDLOCK_CONFIG, else
@@ -230,11 +231,12 @@ constexpr std::string_view k_reap = R"(Usage: redlock reap [-p GLOB] [--dry-run]
 Release the locks (and --limit permits) that this machine held under an earlier
 boot: nothing of that boot can still run. Each is released with its own token,
 its waiters woken, its history entry 'reaped'. A lock of another machine, or of
-this boot, is never touched. Run at boot by redlock-reap.service.
+this boot, is never touched. Run at boot by redlock-reap.service. Also removes
+the empty cgroups of runs of this boot killed together with their watchdogs.
 
 Options:
   -p, --pattern GLOB  only names matching GLOB (default *)
-      --dry-run       say what would be reaped, release nothing
+      --dry-run       say what would be reaped, release nothing, remove no cgroup
       --json          print one JSON document (see redlock(1))
   -h, --help          show this help
 )" GLOBAL_OPTIONS R"(
@@ -253,6 +255,25 @@ Options:
 Exit status: 0 every server is fit for locking; 1 a risk was found;
 )" COMMON_STATUS;
 
+constexpr std::string_view k_cron =
+    R"(Usage: redlock cron --check [-n N] [--from TIME] [--json] FILE
+Read the crontab FILE as the fleet's cron daemon will (see redlock-cron(5)) and
+list each job: its identity, zone, schedule, command, settings and next fire
+times, in UTC and in the job's zone. Warnings (a job without name=, MAILTO)
+go to stderr. The daemon itself, redlock cron FILE, is not in this version.
+
+Options:
+      --check         check FILE and list its jobs (required for now)
+  -n, --count N       the next N fire times of each job (default 3)
+      --from TIME     the fire times after TIME, an ISO 8601 UTC time such as
+                      2026-03-29T00:00:00Z (default: now)
+      --json          print one JSON document (see redlock(1))
+  -h, --help          show this help
+)" GLOBAL_OPTIONS R"(
+Exit status: 0 FILE is valid; 64 usage; 70 internal error; 78 FILE is not
+valid (FILE:LINE:COL: names the line and the field).
+)";
+
 #undef GLOBAL_OPTIONS
 #undef WAIT_OPTIONS
 #undef COMMON_STATUS
@@ -264,7 +285,7 @@ std::span<const std::string_view> command_names() {
 }
 
 std::string_view help_text(std::string_view command) {
-    constexpr std::array<std::pair<std::string_view, std::string_view>, 12> k_help = {{
+    constexpr std::array<std::pair<std::string_view, std::string_view>, 13> k_help = {{
         {"", k_main},
         {"run", k_run},
         {"status", k_status},
@@ -277,6 +298,7 @@ std::string_view help_text(std::string_view command) {
         {"history", k_history},
         {"watch", k_watch},
         {"exporter", k_exporter},
+        {"cron", k_cron},
     }};
     for (const auto& [name, text] : k_help)
         if (name == command)

@@ -1,6 +1,7 @@
 // `redlock reap`: releases the locks this machine held under an earlier boot
-// (lock/reap.hpp), as redlock-reap.service does at boot, and says which locks naming this
-// machine under another boot it left, and why.
+// (lock/reap.hpp), as redlock-reap.service does at boot, says which locks naming this
+// machine under another boot it left, and why, and removes the empty cgroups of runs of
+// this boot that were killed with their watchdogs (process/cgroup.hpp).
 
 #include <unistd.h>
 
@@ -8,6 +9,7 @@
 #include "cli/common.hpp"
 #include "lock/inspect.hpp"
 #include "lock/reap.hpp"
+#include "process/cgroup.hpp"
 #include "redis/fanout.hpp"
 #include "util/format.hpp"
 #include "util/json.hpp"
@@ -50,6 +52,10 @@ int reap_command(const ReapOptions& options, const config::Config& config) {
         return report({util::ErrorKind::internal,
                        "cannot tell this machine's boot (/etc/machine-id, "
                        "/proc/sys/kernel/random/boot_id): nothing reaped"});
+    if (!options.dry_run)
+        if (const size_t n = process::remove_dead_runs_cgroups(); n > 0)
+            log::note("removed {} empty cgroup{} of runs killed with their watchdogs", n,
+                      n == 1 ? "" : "s");
     auto conns = redis::connect_all(config.servers);
     auto names = list_or_say(conns, config.key_prefix, options.pattern);
     if (!names)

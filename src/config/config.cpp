@@ -4,7 +4,6 @@
 #include <array>
 #include <cerrno>
 #include <cstdlib>
-#include <cstring>
 #include <span>
 #include <sys/stat.h>
 #include <tuple>
@@ -70,38 +69,6 @@ bool contains(std::span<const std::string_view> keys, std::string_view key) {
     return std::ranges::find(keys, key) != keys.end();
 }
 
-// Edit distance with adjacent transpositions, for "did you mean" hints on typos.
-size_t edit_distance(std::string_view a, std::string_view b) {
-    std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
-    for (size_t i = 0; i <= a.size(); ++i)
-        d[i][0] = i;
-    for (size_t j = 0; j <= b.size(); ++j)
-        d[0][j] = j;
-    for (size_t i = 1; i <= a.size(); ++i) {
-        for (size_t j = 1; j <= b.size(); ++j) {
-            const size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
-            d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
-            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
-                d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
-        }
-    }
-    return d[a.size()][b.size()];
-}
-
-std::optional<std::string_view> closest_key(std::string_view key,
-                                            std::span<const std::string_view> known) {
-    std::optional<std::string_view> best;
-    size_t best_distance = 3; // more than two edits away is not a typo
-    for (std::string_view candidate : known) {
-        const size_t distance = edit_distance(key, candidate);
-        if (distance < best_distance && distance < key.size()) {
-            best = candidate;
-            best_distance = distance;
-        }
-    }
-    return best;
-}
-
 std::string_view type_name(const toml::node& node) {
     switch (node.type()) {
     case toml::node_type::string:
@@ -143,12 +110,6 @@ std::vector<std::pair<const toml::key*, const toml::node*>> in_file_order(const 
         return before(a.first->source().begin, b.first->source().begin);
     });
     return entries;
-}
-
-std::string errno_text(int error) {
-    if (error == util::k_not_regular_file)
-        return "not a regular file";
-    return std::strerror(error);
 }
 
 bool readable_by_others(mode_t mode) {
@@ -405,9 +366,10 @@ class Parser {
             message += " in [[servers]] (top-level keys must come before the first [[servers]])";
         else if (!in_server && contains(k_server_keys, name))
             message += " (it belongs in a [[servers]] table)";
-        else if (const auto hint = closest_key(name, known))
+        else if (const auto hint = util::closest_word(name, known))
             message += util::format(" (did you mean '{}'?)", *hint);
-        else if (const auto top = in_server ? closest_key(name, k_top_level_keys) : std::nullopt)
+        else if (const auto top =
+                     in_server ? util::closest_word(name, k_top_level_keys) : std::nullopt)
             message += util::format(" (did you mean '{}'? it is a top-level key, set before the "
                                     "first [[servers]])",
                                     *top);
@@ -592,7 +554,7 @@ class Parser {
         // Found missing now rather than at the first connection, as a config error.
         if (::access(path.c_str(), R_OK) != 0)
             return error(node, util::format("cannot read {} '{}': {}", name, path.string(),
-                                            errno_text(errno)));
+                                            util::read_error_text(errno)));
         (name == "tls_ca_file"     ? tls.ca_file
          : name == "tls_cert_file" ? tls.cert_file
                                    : tls.key_file) = path.string();
@@ -770,7 +732,7 @@ class Parser {
                 return error(node, util::format("{} '{}' is too large to hold a password", key,
                                                 path.string()));
             return error(node, util::format("cannot read {} '{}': {}", key, path.string(),
-                                            errno_text(errno_value)));
+                                            util::read_error_text(errno_value)));
         }
         std::string& password = content->text;
         if (password.ends_with('\n'))
@@ -799,7 +761,7 @@ explicit_file(const std::filesystem::path& path, std::string_view named_by) {
         const int error = errno;
         return util::fail(ErrorKind::config,
                           util::format("cannot read config '{}' (named by {}): {}", path.string(),
-                                       named_by, errno_text(error)));
+                                       named_by, util::read_error_text(error)));
     }
     return path;
 }
@@ -860,8 +822,9 @@ util::Expected<Config> load_config(const std::optional<std::filesystem::path>& p
     constexpr size_t k_max_config = size_t{16} * 1024 * 1024;
     auto content = util::read_file(*path, k_max_config, errno_value);
     if (!content)
-        return util::fail(ErrorKind::config, util::format("cannot read config '{}': {}",
-                                                          path->string(), errno_text(errno_value)));
+        return util::fail(ErrorKind::config,
+                          util::format("cannot read config '{}': {}", path->string(),
+                                       util::read_error_text(errno_value)));
     Parser parser(*path);
     auto config = parser.parse(content->text);
     if (config && parser.has_inline_password() && readable_by_others(content->mode))

@@ -303,7 +303,7 @@ std::vector<AclProbe> acl_dryrun_probes(const ProbeKeys& k, const config::Server
 }
 
 std::vector<AclProbe> acl_probe_round1(const ProbeKeys& k, const config::ServerConfig& server,
-                                       const std::string& token) {
+                                       const std::string& token, bool before_redis7) {
     const std::vector<std::string> lock_keys{k.lock, k.meta, k.record};
     std::vector<AclProbe> out;
     // The acquisition first: the probe lock is then held, with metadata, by our token, so
@@ -340,13 +340,18 @@ std::vector<AclProbe> acl_probe_round1(const ProbeKeys& k, const config::ServerC
                    script(lock::k_history_page_script, {k.record}, {"+", "1", "65536", "65536"}),
                    calls_of(lock::k_history_page_script),
                    {k.record}});
-    // watch's and the exporter's reading, read-only, and loading it for EVALSHA_RO.
+    // watch's and the exporter's reading, read-only (before Redis 7, which has no _RO
+    // commands, as they send it there), and loading it for EVALSHA_RO.
     out.push_back({fleet,
-                   read_script(k, "EVAL_RO"),
+                   read_script(k, before_redis7 ? "EVAL" : "EVAL_RO"),
                    calls_of(fleet::k_read_script),
                    {k.lock, k.meta, k.record, k.waiters, k.queue, k.limit}});
     out.push_back({fleet, {"SCRIPT", "LOAD", std::string(fleet::k_read_script.source)}, {}, {}});
-    out.push_back({fleet, {"EVALSHA_RO", std::string(fleet::k_read_script.sha1), "0"}, {}, {}});
+    out.push_back(
+        {fleet,
+         {before_redis7 ? "EVALSHA" : "EVALSHA_RO", std::string(fleet::k_read_script.sha1), "0"},
+         {},
+         {}});
     // The events channel (PSUBSCRIBE itself can only be tried by subscribing); `watch`
     // ignores this message.
     out.push_back({watch, {"PUBLISH", k.events, "redlock-doctor"}, {}, {}});
@@ -445,6 +450,15 @@ std::optional<AclRefusal> parse_acl_refusal(std::string_view reply) {
     if (t.find("key") != std::string::npos)
         return AclRefusal{AclRefusal::Kind::key, {}};
     return AclRefusal{AclRefusal::Kind::command, {}};
+}
+
+bool lacks_command(std::string_view reply) {
+    const std::string t = lower(reply.substr(0, 300));
+    return std::ranges::any_of(
+        std::initializer_list<std::string_view>{"syntax error", "unknown command",
+                                                "unknown redis command", "unknown subcommand",
+                                                "wrong number of arguments"},
+        [&](std::string_view words) { return t.find(words) != t.npos; });
 }
 
 Check acl_verdict(std::string_view user, std::string_view how, std::span<const AclFeature> features,

@@ -51,9 +51,13 @@ struct ProbeKeys {
 // Where ACL DRYRUN is refused: the real lock scripts on the probe lock (ttl 1 s, released
 // at once), reads with harmless arguments. Round 2 takes the fence round 1's acquisition
 // gave. The SUBSCRIBE probe (pipelined with UNSUBSCRIBE) is sent last, on its own.
+// `before_redis7`: the server is older than Redis 7, which the fleet's reading reaches
+// with EVAL and EVALSHA (no EVAL_RO), and where the history's trim by age needs XLEN
+// (lock/scripts.hpp, k_history_trim).
 [[nodiscard]] std::vector<AclProbe> acl_probe_round1(const ProbeKeys& keys,
                                                      const config::ServerConfig& server,
-                                                     const std::string& token);
+                                                     const std::string& token,
+                                                     bool before_redis7 = false);
 [[nodiscard]] std::vector<AclProbe> acl_probe_round2(const ProbeKeys& keys,
                                                      const std::string& token, long long fence);
 [[nodiscard]] AclProbe acl_subscribe_probe(const ProbeKeys& keys);
@@ -65,6 +69,11 @@ struct AclRefusal {
     std::string name;
 };
 [[nodiscard]] std::optional<AclRefusal> parse_acl_refusal(std::string_view reply);
+
+// Whether an error reply says the server lacks a command or option it was sent ("ERR
+// syntax error", an unknown command or subcommand, a wrong number of arguments), as an
+// older server than a script was written for answers.
+[[nodiscard]] bool lacks_command(std::string_view reply);
 
 struct AclFinding {
     const AclProbe* probe;

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "doctor/acl.hpp"
+#include "doctor/version.hpp"
 #include "lock/keys.hpp"
 #include "lock/scripts.hpp"
 #include "redis/fanout.hpp"
@@ -18,6 +19,11 @@ namespace {
 using redis::Connection;
 
 const char* k_policies_that_keep_keys = "noeviction";
+
+// INFO replication's role of a replica: "slave" (Redis), "replica".
+bool is_replica(std::string_view role) {
+    return role == "slave" || role == "replica";
+}
 
 // The reply of the last request if it is usable, else records why on the report.
 const redisReply* reply_of(const Connection& conn, ServerReport& report) {
@@ -38,20 +44,6 @@ const redisReply* reply_of(const Connection& conn, ServerReport& report) {
 const redisReply* answer_of(const Connection& conn, ServerReport& report) {
     const redisReply* reply = reply_of(conn, report);
     return reply && !redis::is_error(*reply) ? reply : nullptr;
-}
-
-std::string info_field(std::string_view info, std::string_view name) {
-    std::string needle = std::string(name) + ":";
-    size_t pos = 0;
-    while ((pos = info.find(needle, pos)) != std::string_view::npos) {
-        if (pos == 0 || info[pos - 1] == '\n') {
-            auto start = pos + needle.size();
-            auto end = info.find_first_of("\r\n", start);
-            return std::string(info.substr(start, end - start));
-        }
-        pos += needle.size();
-    }
-    return {};
 }
 
 // CONFIG GET NAME answers [NAME, VALUE]; nullopt when the command is refused or renamed.
@@ -137,6 +129,19 @@ void collect_refusals(const std::vector<AclProbe>& probes, const std::vector<Ans
     }
 }
 
+// The probe scripts that failed for want of a command or option the server lacks (an
+// older server than they were written for): what that costs, and the server's words.
+void collect_lacking(const std::vector<AclProbe>& probes, const std::vector<Answer>& answers,
+                     std::span<const AclFeature> features, std::vector<std::string>& lacking) {
+    for (size_t j = 0; j < probes.size() && j < answers.size(); ++j) {
+        if (probes[j].calls.empty() || !answers[j].error || !lacks_command(answers[j].text))
+            continue;
+        auto said = util::format("{}: {}", features[probes[j].feature].without, answers[j].text);
+        if (std::ranges::find(lacking, said) == lacking.end())
+            lacking.push_back(std::move(said));
+    }
+}
+
 std::string upper_name(std::string_view name) {
     std::string out;
     for (char c : name)
@@ -173,7 +178,7 @@ void narrow_script_refusals(std::vector<AclFinding>& findings, size_t direct) {
 // configured user where it allows that, else tried on a probe lock (see doctor/acl.hpp).
 // Sent last: the probing ends with a SUBSCRIBE.
 void check_acl(std::span<Connection> conns, std::vector<ServerReport>& reports,
-               std::string_view prefix) {
+               std::string_view prefix, std::span<const ServerVersion> versions) {
     const size_t n = conns.size();
     const ProbeKeys keys(prefix);
     std::vector<std::string> users(n);
@@ -199,9 +204,15 @@ void check_acl(std::span<Connection> conns, std::vector<ServerReport>& reports,
         if (!reports[i].reachable || answers[i].empty())
             continue;
         // An error reply is DRYRUN itself refused (NOPERM), unknown (Redis 6), or the user
-        // unknown by that name: try the commands instead.
+        // unknown by that name: try the commands instead, but not on a replica, which
+        // refuses the probe lock's writes (its replication risk comes first).
         probing[i] = std::ranges::any_of(answers[i], [](const Answer& a) { return a.error; });
-        if (!probing[i])
+        if (probing[i] && is_replica(reports[i].role)) {
+            probing[i] = false;
+            reports[i].acl = Check{"acl", Level::note,
+                                   "not checked: ACL DRYRUN is not allowed, and a replica "
+                                   "refuses the probe lock's writes"};
+        } else if (!probing[i])
             collect_refusals(dryrun[i], answers[i], true, findings[i]);
     }
 
@@ -221,12 +232,20 @@ void check_acl(std::span<Connection> conns, std::vector<ServerReport>& reports,
         }
         auto got = ask_pipelines(conns, reports, pipes);
         for (size_t i = 0; i < n; ++i)
-            if (probing[i])
+            if (probing[i]) {
                 collect_refusals(probes[i], got[i], false, findings[i]);
+                collect_lacking(probes[i], got[i], acl_features(conns[i].server()),
+                                reports[i].lacking);
+            }
         return got;
     };
     auto first = probe_round(
-        round1, [&](size_t i) { return acl_probe_round1(keys, conns[i].server(), token); }, 0);
+        round1,
+        [&](size_t i) {
+            const auto& v = versions[i].redis;
+            return acl_probe_round1(keys, conns[i].server(), token, v && *v < std::pair{7, 0});
+        },
+        0);
     (void)probe_round(
         round2,
         [&](size_t i) {
@@ -281,7 +300,7 @@ void check_acl(std::span<Connection> conns, std::vector<ServerReport>& reports,
         subscribe, [&](size_t) { return std::vector<AclProbe>{acl_subscribe_probe(keys)}; }, 1);
 
     for (size_t i = 0; i < n; ++i) {
-        if (!reports[i].reachable || (answers[i].empty() && !probing[i]))
+        if (!reports[i].reachable || reports[i].acl || (answers[i].empty() && !probing[i]))
             continue;
         const auto features = acl_features(conns[i].server());
         reports[i].acl = acl_verdict(
@@ -325,7 +344,7 @@ void judge(ServerReport& r, std::chrono::milliseconds ttl, const config::ServerC
         r.checks.push_back({"replication", Level::note,
                             "cannot read the replication role (INFO refused); make sure this "
                             "server is an independent master"});
-    else if (r.role == "slave" || r.role == "replica")
+    else if (is_replica(r.role))
         r.checks.push_back({"replication", Level::risk,
                             "this server is a replica: lock writes are refused or lost; point "
                             "redlock at independent masters"});
@@ -453,9 +472,13 @@ std::vector<ServerReport> examine(std::span<Connection> conns, std::chrono::mill
 
     std::array<std::string_view, 2> info_server{"INFO", "server"};
     ask(conns, reports, info_server);
+    std::vector<ServerVersion> versions(conns.size());
     for (size_t i = 0; i < conns.size(); ++i)
-        if (const auto* r = answer_of(conns[i], reports[i]))
-            reports[i].version = info_field(redis::text(*r), "redis_version");
+        if (const auto* r = answer_of(conns[i], reports[i])) {
+            versions[i] = server_version(redis::text(*r));
+            reports[i].software = versions[i].name;
+            reports[i].version = versions[i].version;
+        }
 
     std::array<std::string_view, 2> info_repl{"INFO", "replication"};
     ask(conns, reports, info_repl);
@@ -541,12 +564,13 @@ std::vector<ServerReport> examine(std::span<Connection> conns, std::chrono::mill
         }
     }
 
-    check_acl(conns, reports, prefix);
+    check_acl(conns, reports, prefix, versions);
 
     for (size_t i = 0; i < reports.size(); ++i) {
         auto& r = reports[i];
         if (!r.reachable)
             continue;
+        r.checks.push_back(version_check(versions[i], r.lacking));
         judge(r, ttl, conns[i].server());
         if (r.acl)
             r.checks.push_back(*r.acl);

@@ -1,8 +1,8 @@
 #pragma once
 // `redlock doctor`: checks each configured server for what makes a lock unsafe in normal
-// operation (an eviction policy that can drop lock keys, replication, clock offset,
-// scripts that do not load, an ACL that refuses what locking needs) and for what depends on
-// how servers restart (persistence).
+// operation (a version too old for a mode's scripts, an eviction policy that can drop lock
+// keys, replication, clock offset, scripts that do not load, an ACL that refuses what
+// locking needs) and for what depends on how servers restart (persistence).
 
 #include <chrono>
 #include <optional>
@@ -20,7 +20,7 @@ enum class Level { ok, note, risk };
 [[nodiscard]] const char* level_name(Level level);
 
 struct Check {
-    std::string name; // "eviction", "replication", "clock", "persistence", "scripts", ..., "acl"
+    std::string name; // "version", "eviction", "replication", "clock", "persistence", ..., "acl"
     Level level = Level::ok;
     std::string message;
 };
@@ -30,7 +30,8 @@ struct ServerReport {
     bool reachable = false;
     bool auth_error = false;
     std::string error;
-    std::string version;
+    std::string software; // "redis" or "valkey"
+    std::string version;  // the software's own
     std::string role;
     long replicas = 0;
     bool cluster = false;                  // INFO cluster: cluster_enabled
@@ -43,6 +44,9 @@ struct ServerReport {
     bool scripts_ok = false;     // EVAL of a lock script runs
     std::string evalsha_refused; // the error when EVALSHA itself is refused
     std::optional<Check> acl;    // what the user's ACL refuses of what redlock sends
+    // The lock scripts that failed on the probe lock for want of a command or option the
+    // server lacks: "--limit fails: ERR ..." (found where the acl check runs them).
+    std::vector<std::string> lacking;
     std::vector<Check> checks;
 };
 

@@ -7,6 +7,7 @@
 
 #include "job/events.hpp"
 #include "monitor/prometheus.hpp"
+#include "util/count.hpp"
 
 namespace redlock::fleet {
 
@@ -65,12 +66,13 @@ std::string name_label(const std::string& name) {
     return "name=\"" + monitor::escape_label_value(name) + "\"";
 }
 
-// How long the holder has held it, from its metadata's acquired_at.
+} // namespace
+
 std::optional<long long> held_ms(const LockRecord& r, util::UtcMillis now) {
     if (r.view.state != lock::LockState::held || !r.view.holder)
         return std::nullopt;
     auto since = util::parse_utc_timestamp(r.view.holder->acquired_at);
-    if (!since)
+    if (!since || !util::plausible_ms(since->time_since_epoch().count()))
         return std::nullopt;
     return std::max<long long>((now - *since).count(), 0);
 }
@@ -82,8 +84,6 @@ std::optional<long long> slot_of(const LockRecord& r) {
         return r.view.last_run->slot_ms;
     return std::nullopt;
 }
-
-} // namespace
 
 bool overdue(std::optional<long long> slot_ms, std::optional<long long> last_success_ms,
              util::UtcMillis now) {
@@ -135,7 +135,7 @@ std::string render_metrics(const Fleet& fleet, util::UtcMillis now) {
                  "in its --fair queue.");
         for (const auto& [e, label] : names) {
             f.sample(label);
-            f.value(e->record.waiters + e->record.queue);
+            f.value(util::add_counts(e->record.waiters, e->record.queue));
         }
     }
     {
@@ -213,12 +213,14 @@ std::string render_metrics(const Fleet& fleet, util::UtcMillis now) {
                 continue;
             long long total = 0;
             for (size_t i = 0; i < bounds.size(); ++i) {
-                total += c.durations[i];
+                total = util::add_counts(total, c.durations[i]);
                 f.sample(label, "_bucket", bounds[i]);
                 f.value(total);
             }
-            f.sample(label, "_sum");
-            f.seconds_value(c.duration_sum_ms);
+            if (c.duration_sum_ms) { // (unknown: not served)
+                f.sample(label, "_sum");
+                f.seconds_value(*c.duration_sum_ms);
+            }
             f.sample(label, "_count");
             f.value(total);
         }

@@ -18,4 +18,11 @@ namespace redlock::fleet {
 [[nodiscard]] bool overdue(std::optional<long long> slot_ms,
                            std::optional<long long> last_success_ms, util::UtcMillis now);
 
+// How long the holder of a held lock has held it, from its metadata's acquired_at; nullopt
+// without a holder, or when acquired_at is no time (not one, or before 1970).
+[[nodiscard]] std::optional<long long> held_ms(const LockRecord& record, util::UtcMillis now);
+
+// A --once-per name's slot: from its counters, else from its slot record.
+[[nodiscard]] std::optional<long long> slot_of(const LockRecord& record);
+
 } // namespace redlock::fleet

@@ -49,12 +49,8 @@ Summary summarize(const std::string& name, const LockRecord& r, util::UtcMillis 
     s.record = &r;
     const long long now_ms = now.time_since_epoch().count();
     const auto& v = r.view;
-    if (v.state == lock::LockState::held && v.holder)
-        if (auto since = util::parse_utc_timestamp(v.holder->acquired_at))
-            s.held_ms = std::max<long long>((now - *since).count(), 0);
-    s.slot_ms = r.counters.slot_ms;
-    if (!s.slot_ms && v.last_run)
-        s.slot_ms = v.last_run->slot_ms;
+    s.held_ms = held_ms(r, now);
+    s.slot_ms = slot_of(r);
     s.overdue = overdue(s.slot_ms, r.counters.last_success_ms, now);
     s.row_class = std::string(lock::state_name(v.state)) + (s.overdue ? " overdue" : "");
 
@@ -72,13 +68,13 @@ Summary summarize(const std::string& name, const LockRecord& r, util::UtcMillis 
     c[4] = r.queue > 0 ? util::format("{} fair", r.queue) : std::to_string(r.waiters);
     if (r.latest) {
         const auto& e = *r.latest;
-        // When it ended, if the entry tells (a time past belief is not shown).
-        const std::string at =
-            e.started_ms ? " at " +
-                               iso(*e.started_ms + e.waited_ms.value_or(0) + e.held_ms.value_or(0))
-                                   .substr(0, 19) +
-                               "Z"
-                         : std::string();
+        // When it ended, if the entry tells (a time past belief is not shown; each of the
+        // three is at most the year 9999, so the sum does not overflow).
+        const auto ended = e.started_ms
+                               ? util::plausible_ms(*e.started_ms + e.waited_ms.value_or(0) +
+                                                    e.held_ms.value_or(0))
+                               : std::nullopt;
+        const std::string at = ended ? " at " + iso(*ended).substr(0, 19) + "Z" : std::string();
         c[5] = util::printable(
             util::format("{}{} on {}{}", e.outcome,
                          e.exit_status ? util::format(" (exit {})", *e.exit_status) : std::string(),

@@ -11,7 +11,9 @@
 #include "lock/quorum.hpp"
 #include "redis/fanout.hpp"
 #include "redis/reply.hpp"
+#include "util/count.hpp"
 #include "util/format.hpp"
+#include "util/timestamp.hpp"
 
 namespace redlock::fleet {
 
@@ -60,8 +62,9 @@ bool is_word(std::string_view text) {
            std::ranges::all_of(text, [](char c) { return (c >= 'a' && c <= 'z') || c == '-'; });
 }
 
-long long integer_of(const redisReply& reply) {
-    return reply.type == REDIS_REPLY_INTEGER ? std::max<long long>(reply.integer, 0) : 0;
+// A count the script returned (0 when it is none: not Redis's).
+long long count_of(const redisReply& reply) {
+    return reply.type == REDIS_REPLY_INTEGER ? util::plausible_count(reply.integer).value_or(0) : 0;
 }
 
 // What one server said of one name.
@@ -90,9 +93,9 @@ bool parse_part(const redisReply& reply, Part& part) {
         e[4]->type == REDIS_REPLY_STRING ? std::optional<std::string_view>(redis::text(*e[4]))
                                          : std::nullopt,
         map_of(*e[5]), part.view);
-    part.waiters = integer_of(*e[6]);
-    part.queue = integer_of(*e[7]);
-    part.listeners = integer_of(*e[8]);
+    part.waiters = count_of(*e[6]);
+    part.queue = count_of(*e[7]);
+    part.listeners = count_of(*e[8]);
     part.counters = parse_counters(pairs_of(*e[9]));
     part.latest = lock::parse_history_entry(pairs_of(*e[10]));
     if (kind != "string" && kind != "none") {
@@ -134,7 +137,7 @@ LockRecord merge(const std::string& name, const std::string& key, std::vector<Pa
         }
         views.push_back(std::move(part.view));
     }
-    record.waiters = listed + listeners;
+    record.waiters = util::add_counts(listed, listeners);
     record.view = lock::merge_servers(name, key, std::move(views));
     // The views render the merged lock only: what each server said is not kept (a
     // thousand names over five servers would keep five thousand holders).
@@ -176,33 +179,37 @@ void Counters::merge(const Counters& other) {
     larger(slot_ms, other.slot_ms);
     for (size_t i = 0; i < durations.size(); ++i)
         durations[i] = std::max(durations[i], other.durations[i]);
-    duration_sum_ms = std::max(duration_sum_ms, other.duration_sum_ms);
+    larger(duration_sum_ms, other.duration_sum_ms);
 }
 
 Counters parse_counters(const std::vector<std::pair<std::string, std::string>>& fields) {
     Counters c;
     for (const auto& [field, value] : fields) {
         const auto n = number(value);
-        if (!n || *n < 0)
+        if (!n)
             continue;
+        const auto count = util::plausible_count(*n);
+        const auto time = util::plausible_ms(*n);
         std::string_view f = field;
-        if (f.starts_with("runs:") && is_word(f.substr(5)))
-            c.runs[std::string(f.substr(5))] = *n;
-        else if (f == "last_success_ms")
-            c.last_success_ms = *n;
+        if (f == "last_success_ms")
+            c.last_success_ms = time;
         else if (f == "last_run_ms")
-            c.last_run_ms = *n;
-        else if (f == "slot_ms" && *n > 0)
-            c.slot_ms = *n;
+            c.last_run_ms = time;
+        else if (f == "slot_ms")
+            c.slot_ms = time > 0 ? time : std::nullopt;
+        else if (!count)
+            continue;
+        else if (f.starts_with("runs:") && is_word(f.substr(5)))
+            c.runs[std::string(f.substr(5))] = *count;
         else if (f == "duration_ms")
-            c.duration_sum_ms = *n;
+            c.duration_sum_ms = count;
         else if (f == "d:+Inf")
-            c.durations.back() = *n;
+            c.durations.back() = *count;
         else if (f.starts_with("d:"))
             if (auto bound = number(f.substr(2)))
                 if (auto it = std::ranges::find(k_duration_buckets, *bound);
                     it != k_duration_buckets.end())
-                    c.durations[static_cast<size_t>(it - k_duration_buckets.begin())] = *n;
+                    c.durations[static_cast<size_t>(it - k_duration_buckets.begin())] = *count;
     }
     return c;
 }

@@ -31,6 +31,9 @@ inline constexpr std::array<long long, 14> k_duration_buckets = {
 // A name's counters, kept on the servers with each history entry (lock/scripts.hpp,
 // k_history_script). Over several servers each counts what it saw, and a reading keeps the
 // largest of each: exact while one server saw every run, and never more than the truth.
+// Any client that may write the lock's keys may write these: counts are believed from 0 to
+// 2^53 (util/count.hpp) and times from 1970 to 9999 (util::plausible_ms); a field past
+// belief is unknown, as if missing.
 struct Counters {
     std::map<std::string, long long> runs;    // by outcome (the words of `history`)
     std::optional<long long> last_success_ms; // Unix ms, servers' clock: ran and exited 0
@@ -38,7 +41,7 @@ struct Counters {
     std::optional<long long> slot_ms;         // --once-per: the slot, as its last run gave it
     // Runs per duration bucket (k_duration_buckets, then +Inf), not cumulative.
     std::array<long long, k_duration_buckets.size() + 1> durations{};
-    long long duration_sum_ms = 0;
+    std::optional<long long> duration_sum_ms;
 
     [[nodiscard]] bool empty() const {
         return runs.empty() && !last_success_ms && !last_run_ms && !slot_ms;

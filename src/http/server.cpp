@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <dlfcn.h>
+#include <map>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -23,6 +24,7 @@ struct Api {
     decltype(&::MHD_start_daemon) start_daemon;
     decltype(&::MHD_stop_daemon) stop_daemon;
     decltype(&::MHD_get_daemon_info) daemon_info;
+    decltype(&::MHD_get_connection_info) connection_info;
     decltype(&::MHD_get_timeout) get_timeout;
     decltype(&::MHD_run) run;
     // Not the _cls variant: libmicrohttpd 0.9.72 (Debian 11, the release sysroot) lacks it.
@@ -48,6 +50,7 @@ util::Expected<const Api*> load() {
                 util::find_symbol(lib, "MHD_start_daemon", api.start_daemon) &&
                 util::find_symbol(lib, "MHD_stop_daemon", api.stop_daemon) &&
                 util::find_symbol(lib, "MHD_get_daemon_info", api.daemon_info) &&
+                util::find_symbol(lib, "MHD_get_connection_info", api.connection_info) &&
                 util::find_symbol(lib, "MHD_get_timeout", api.get_timeout) &&
                 util::find_symbol(lib, "MHD_run", api.run) &&
                 util::find_symbol(lib, "MHD_create_response_from_buffer_with_free_callback",
@@ -136,9 +139,80 @@ struct Server::Daemon {
     Handler handler;
     int epoll_fd = -1;
 
+    // Every open connection: its socket, and since when it waits for a request's headers
+    // (from its start, or from the end of its last response; nullopt while a request is
+    // answered). libmicrohttpd's own timeout is an idle one, which a byte now and then
+    // defeats: a connection that has not sent a request's headers within k_header_time, or
+    // the oldest of those waiting when a connection comes past k_connections, is shut down
+    // here (shutdown(2), not close: the socket stays the library's to close, on the hang-up
+    // it then reads).
+    struct Open {
+        int fd = -1;
+        std::optional<util::BootClock::time_point> waiting_since;
+        bool shut = false;
+    };
+    std::map<MHD_Connection*, Open> open;
+
     ~Daemon() {
         if (daemon)
             api->stop_daemon(daemon);
+    }
+
+    static void shut(Open& c) {
+        ::shutdown(c.fd, SHUT_RDWR);
+        c.shut = true;
+    }
+
+    // The earliest header deadline of the connections waiting for one.
+    [[nodiscard]] std::optional<util::BootClock::time_point> next_deadline() const {
+        std::optional<util::BootClock::time_point> next;
+        for (const auto& [_, c] : open)
+            if (c.waiting_since && !c.shut && (!next || *c.waiting_since + k_header_time < *next))
+                next = *c.waiting_since + k_header_time;
+        return next;
+    }
+
+    void shut_late(util::BootClock::time_point now) {
+        for (auto& [_, c] : open)
+            if (c.waiting_since && !c.shut && *c.waiting_since + k_header_time <= now)
+                shut(c);
+    }
+
+    static void on_connection(void* cls, MHD_Connection* connection, void** /*context*/,
+                              MHD_ConnectionNotificationCode code) noexcept {
+        auto& self = *static_cast<Daemon*>(cls);
+        if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+            self.open.erase(connection);
+            return;
+        }
+        const MHD_ConnectionInfo* info =
+            self.api->connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+        try {
+            self.open[connection] = Open{info ? info->connect_fd : -1, util::BootClock::now()};
+        } catch (...) {
+            if (info)
+                ::shutdown(info->connect_fd, SHUT_RDWR);
+            return;
+        }
+        // Past the limit, the connection that has waited longest for its request's headers
+        // gives way: idle half-requests cannot keep a scrape out.
+        size_t live = 0;
+        Open* oldest = nullptr;
+        for (auto& [c, o] : self.open) {
+            live += !o.shut;
+            if (c != connection && !o.shut && o.fd >= 0 && o.waiting_since &&
+                (!oldest || *o.waiting_since < *oldest->waiting_since))
+                oldest = &o;
+        }
+        if (live > k_connections && oldest)
+            shut(*oldest);
+    }
+
+    static void on_completed(void* cls, MHD_Connection* connection, void** /*context*/,
+                             MHD_RequestTerminationCode /*code*/) noexcept {
+        auto& self = *static_cast<Daemon*>(cls);
+        if (auto it = self.open.find(connection); it != self.open.end())
+            it->second.waiting_since = util::BootClock::now();
     }
 
     // libmicrohttpd's access handler: every GET and HEAD answered at its first call (no
@@ -148,6 +222,8 @@ struct Server::Daemon {
                                  const char* /*upload_data*/, size_t* upload_size,
                                  void** /*state*/) noexcept {
         auto& self = *static_cast<Daemon*>(cls);
+        if (auto it = self.open.find(connection); it != self.open.end())
+            it->second.waiting_since.reset(); // its headers are in
         Response response;
         const std::string_view verb(method);
         try {
@@ -225,9 +301,14 @@ util::Expected<std::unique_ptr<Server>> Server::start(std::string_view listen, H
     d.handler = std::move(handler);
     // External select mode over epoll: MHD_run() from our loop, no thread of its own.
     const unsigned flags = MHD_USE_EPOLL | (family == AF_INET6 ? MHD_USE_IPv6 : 0);
+    // The library's limit is twice ours, so that a connection past ours is accepted and
+    // can make the oldest one waiting for its headers give way (Daemon::on_connection);
+    // its timeout is for the connections being answered, which a slow reader holds.
     d.daemon = d.api->start_daemon(
         flags, 0, nullptr, nullptr, &Daemon::on_request, &d, MHD_OPTION_LISTEN_SOCKET, sock.get(),
-        MHD_OPTION_CONNECTION_LIMIT, 64U, MHD_OPTION_CONNECTION_TIMEOUT, 30U, MHD_OPTION_END);
+        MHD_OPTION_CONNECTION_LIMIT, static_cast<unsigned>(2 * k_connections),
+        MHD_OPTION_CONNECTION_TIMEOUT, 30U, MHD_OPTION_NOTIFY_CONNECTION, &Daemon::on_connection,
+        &d, MHD_OPTION_NOTIFY_COMPLETED, &Daemon::on_completed, &d, MHD_OPTION_END);
     if (!d.daemon)
         return util::fail(util::ErrorKind::internal,
                           util::format("libmicrohttpd could not serve on {}", server->m_address));
@@ -246,14 +327,20 @@ int Server::fd() const {
 }
 
 std::optional<util::BootClock::time_point> Server::deadline() const {
+    auto next = m_daemon->next_deadline();
     MHD_UNSIGNED_LONG_LONG ms = 0;
-    if (m_daemon->api->get_timeout(m_daemon->daemon, &ms) != MHD_YES)
-        return std::nullopt;
-    return util::BootClock::now() +
-           std::chrono::milliseconds(std::min<MHD_UNSIGNED_LONG_LONG>(ms, 60'000));
+    if (m_daemon->api->get_timeout(m_daemon->daemon, &ms) == MHD_YES) {
+        const auto library =
+            util::BootClock::now() +
+            std::chrono::milliseconds(std::min<MHD_UNSIGNED_LONG_LONG>(ms, 60'000));
+        next = next ? std::min(*next, library) : library;
+    }
+    return next;
 }
 
 void Server::run() {
+    // (The hang-up of a connection shut down now is read by the run that follows.)
+    m_daemon->shut_late(util::BootClock::now());
     (void)m_daemon->api->run(m_daemon->daemon);
 }
 

@@ -36,6 +36,12 @@ using Handler = std::function<Response(const Request&)>;
 
 class Server {
   public:
+    // A connection must send a request's headers within k_header_time of its start (or of
+    // its last response: an idle keep-alive connection is closed then); past k_connections
+    // open, the one that has waited longest for its headers is closed for a newcomer.
+    static constexpr auto k_header_time = std::chrono::seconds(5);
+    static constexpr size_t k_connections = 64;
+
     // Listens on `listen` ("HOST:PORT", "[V6]:PORT"; port 0 picks one) and answers every
     // GET and HEAD with `handler`. Errors: the address (usage), binding it (unavailable),
     // or the library missing (unavailable, naming the Debian package).

@@ -286,7 +286,8 @@ util::Expected<Acquisition> wait_and_acquire(lock::Lock& lock, std::string_view 
             refusal_sent = true;
             refusal = *skip;
             refusal->skip = true;
-            refusal->waited = std::chrono::floor<Millis>(Clock::now() - started);
+            refusal->ended = Clock::now();
+            refusal->waited = std::chrono::floor<Millis>(*refusal->ended - started);
             refusal->add("outcome", wait->count() == 0 ? "skipped-held" : "gave-up");
         }
         auto attempt = lock.acquire(signals.fd(), leader_next, refusal ? &*refusal : nullptr);

@@ -51,6 +51,8 @@ DeadRun release_dead_run(const WillContents& will, Observer& observer) {
     Recorder recorder(body.config, holder, body.run, body.started, body.once_per);
     if (state.acquired)
         recorder.acquired(*state.acquired);
+    if (state.ended) // as the run's own entry says it
+        recorder.finished(*state.ended);
 
     if (!will.tree || !will.tree->proven) {
         out.note =

@@ -19,10 +19,11 @@ std::optional<lock::HistoryRecord> Recorder::ended(Outcome outcome, std::optiona
                                                    const std::optional<lock::Holder>& by,
                                                    std::string_view note) const {
     auto record = base();
-    const auto now = Clock::now();
-    const auto acquired = m_acquired.value_or(now);
+    const auto end = m_finished.value_or(Clock::now());
+    const auto acquired = m_acquired.value_or(end);
     record.waited = std::chrono::floor<Millis>(acquired - m_started);
-    record.held = std::chrono::floor<Millis>(now - acquired);
+    record.held = std::chrono::floor<Millis>(end - acquired);
+    record.ended = end;
     record.add("outcome", outcome_name(outcome));
     if (status)
         record.add("status", std::to_string(*status));

@@ -35,6 +35,9 @@ class Recorder {
     // outcome and the time waited); null for a run that waits as long as it takes.
     [[nodiscard]] const lock::HistoryRecord* skip(bool can_give_up);
     void acquired(Clock::time_point at) { m_acquired = at; }
+    // The run ended at `at` (PROGRAM's tree gone), before its entry is made: the entry says
+    // so, not when it was made or sent (else: then).
+    void finished(Clock::time_point at) { m_finished = at; }
 
     // The entry of a run that got the lock (or, before that, was stopped), as it ends; a
     // `note` says more (why a killed run's lock keeps its TTL).
@@ -51,6 +54,7 @@ class Recorder {
     std::optional<Millis> m_once_per;
     Clock::time_point m_started;
     std::optional<Clock::time_point> m_acquired;
+    std::optional<Clock::time_point> m_finished;
     std::optional<lock::HistoryRecord> m_skip;
 };
 

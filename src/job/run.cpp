@@ -314,8 +314,11 @@ RunResult run(const RunSpec& options, const config::Config& config, Observer& ob
         result.outcome = Outcome::stopped;
         break;
     }
+    // The run's end, as its entry says it however late a server gets it.
+    const auto ended_at = Clock::now();
+    recorder.finished(ended_at);
     if (will)
-        will->ended(result.outcome, slot_status(result));
+        will->ended(result.outcome, slot_status(result), ended_at);
     if (options.once_per) // the slot's record says how the run ended; kept a slot at least
         lock.finish_slot(recorder.run(), slot_status(result), *options.once_per);
     // --min-hold: held at least D from acquiring. What is left of D becomes the lease

@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstring>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include "process/watchdog.hpp"
@@ -30,6 +31,7 @@ struct RawState {
     std::int32_t outcome; // -1: not ended
     std::int32_t status;  // -1: none
     std::int32_t unused;
+    std::int64_t ended_ns; // -1: not ended
 };
 static_assert(sizeof(RawState) <= static_cast<size_t>(process::k_tree_report_offset));
 static_assert(process::k_tree_report_offset + sizeof(process::TreeReport) <= k_body_offset);
@@ -247,6 +249,18 @@ bool pread_all(int fd, void* data, size_t size, off_t at) {
     return true;
 }
 
+// A will holds the servers' passwords, and so does this process's memory: neither may be
+// read by PROGRAM, which runs as the same user, through /proc/PID/fd (the memfd), /proc/
+// PID/mem or ptrace. A process that is not dumpable is reachable there only by root (or
+// CAP_SYS_PTRACE); PROGRAM is dumpable again after its execve, and the watchdog, which
+// shares this memory, is covered with it. The cost: a redlock that crashes leaves no core.
+void keep_out_of_reach() {
+    if (::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
+        util::log::verbose("cannot keep this run's passwords from its user's other processes "
+                           "(prctl: {})",
+                           std::strerror(errno));
+}
+
 util::Error not_a_will(std::string_view why) {
     return {util::ErrorKind::usage,
             util::format("{} is redlock's own, for a watchdog's use: its input is not a will "
@@ -257,6 +271,7 @@ util::Error not_a_will(std::string_view why) {
 } // namespace
 
 std::optional<Will> Will::create(const WillBody& body, const lock::Lock& lock) {
+    keep_out_of_reach();
     Will will;
     will.m_fd.reset(::memfd_create("redlock-will", MFD_CLOEXEC));
     if (!will.m_fd) {
@@ -295,10 +310,11 @@ void Will::acquired(const lock::Lock& lock, Clock::time_point at) {
     write_state();
 }
 
-void Will::ended(Outcome outcome, std::optional<int> status) {
+void Will::ended(Outcome outcome, std::optional<int> status, Clock::time_point at) {
     m_state.phase = Phase::ended;
     m_state.outcome = outcome;
     m_state.status = status;
+    m_state.ended = at;
     write_state();
 }
 
@@ -314,12 +330,15 @@ void Will::write_state() {
     raw.listed = m_state.listed ? 1 : 0;
     raw.outcome = m_state.outcome ? static_cast<std::int32_t>(*m_state.outcome) : -1;
     raw.status = m_state.status.value_or(-1);
+    raw.ended_ns = m_state.ended ? boot_ns(*m_state.ended) : -1;
     // A will that cannot be written is one the releaser finds stale: it then releases
     // with an older token (nothing of ours there) and the lock waits for its TTL.
     (void)pwrite_all(fd(), &raw, sizeof raw, 0);
 }
 
 util::Expected<WillContents> read_will(int fd) {
+    // The releaser, exec'd afresh and so dumpable again, is about to hold the passwords.
+    keep_out_of_reach();
     RawState raw{};
     if (!pread_all(fd, &raw, sizeof raw, 0) ||
         std::memcmp(raw.magic, k_state_magic, sizeof raw.magic) != 0)
@@ -355,6 +374,8 @@ util::Expected<WillContents> read_will(int fd) {
         st.outcome = static_cast<Outcome>(raw.outcome);
     if (raw.status >= 0)
         st.status = raw.status;
+    if (raw.ended_ns >= 0)
+        st.ended = Clock::time_point(std::chrono::nanoseconds(raw.ended_ns));
     if (st.token.empty())
         return std::unexpected(not_a_will("no token"));
     process::TreeReport report{};

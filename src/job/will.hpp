@@ -6,7 +6,7 @@
 // environment, which `ps` and /proc show. It holds the run's server settings (TLS, AUTH,
 // Sentinel: the config as loaded, passwords included), its lock, the token of the attempt
 // in flight (updated before each attempt goes out), its place in the wait list or --fair
-// queue, the fence and when it was acquired, how it ended once redlock knows, and its
+// queue, the fence and when it was acquired, how and when it ended once redlock knows, and its
 // history, metrics and --events FILE destinations. The releaser reads it back
 // (read_will) and releases as redlock would have (job/dead_run.hpp).
 //
@@ -68,8 +68,9 @@ struct WillState {
     bool listed = false;             // on the wait list or the --fair queue
     long long fence = 0;             // holding
     std::optional<Clock::time_point> acquired;
-    std::optional<Outcome> outcome; // ended
-    std::optional<int> status;      // ended: PROGRAM's, when it ran
+    std::optional<Outcome> outcome;         // ended
+    std::optional<int> status;              // ended: PROGRAM's, when it ran
+    std::optional<Clock::time_point> ended; // ended: when
 };
 
 // The watchdog's verdict on PROGRAM's tree (process::TreeReport).
@@ -96,8 +97,8 @@ class Will {
     void attempt(const lock::Lock& lock);
     // Acquired at `at`.
     void acquired(const lock::Lock& lock, Clock::time_point at);
-    // PROGRAM's tree is gone: the run ended so (status: PROGRAM's, when it ran).
-    void ended(Outcome outcome, std::optional<int> status);
+    // PROGRAM's tree is gone: the run ended so, at `at` (status: PROGRAM's, when it ran).
+    void ended(Outcome outcome, std::optional<int> status, Clock::time_point at);
 
   private:
     Will() = default;

@@ -79,13 +79,21 @@ std::string history_command(const Keys& keys, const std::string& token,
     const std::string age = std::to_string(record.max_age.count());
     const std::string waited = std::to_string(std::max<long long>(record.waited.count(), 0));
     const std::string held = std::to_string(std::max<long long>(record.held.count(), 0));
+    // As ms since the Unix epoch; "": when it arrives (k_history_script).
+    std::string ended;
+    if (record.ended) {
+        const auto wall = std::chrono::system_clock::now() - (redis::Clock::now() - *record.ended);
+        ended = std::to_string(
+            std::chrono::floor<std::chrono::milliseconds>(wall.time_since_epoch()).count());
+    }
     std::vector<std::string_view> argv{"EVAL",      k_history_script.source,
                                        "3",         keys.record,
                                        keys.lock,   keys.meta,
                                        record.skip ? "skip" : "run",
                                        token,       keep,
                                        age,         waited,
-                                       held,        record.fields};
+                                       held,        record.fields,
+                                       ended};
     return redis::encode_command(argv);
 }
 

@@ -30,6 +30,10 @@ struct HistoryRecord {
     std::chrono::milliseconds max_age{24 * 3600000}; // and for how long
     std::chrono::milliseconds waited{};
     std::chrono::milliseconds held{};
+    // When the run ended: what the entry and the counters say, however late a server gets
+    // it (sent as this host's wall-clock time, bounded by the server's TIME); nullopt: when
+    // it arrives.
+    std::optional<redis::Clock::time_point> ended;
     // Field/value pairs: run, host, pid, user, command, outcome, and as they apply status,
     // fence, by_host, by_pid, by_user, note; each one ended by a NUL, as the history script takes
     // them (one argument for all: this goes with every release).

@@ -562,8 +562,11 @@ end
 // long that run held is not known) a duration bucket ("d<seconds>", the first bound at or
 // above the time held, fleet::k_duration_buckets; else "d+") +1, the time held added to
 // "ds", and when it ended ("lr"); "ls" when one that ran exited 0; "sl" the --once-per slot.
-// Outcomes not in `counter_outcomes` (a newer version's) are not counted. `add_run(c, e)`
-// adds the run of entry `e` (a map) to the counters `c` (a map of the record's fields).
+// Outcomes not in `counter_outcomes` (a newer version's) are not counted. `add_run(c, e,
+// now)` adds the run of entry `e` (a map) to the counters `c` (a map of the record's fields).
+// The two times never go back: the entry of an earlier run that arrives late (its server was
+// frozen) leaves a later one in place (unless that one is past `now`, the server's TIME if
+// given: no run ended then).
 inline constexpr auto k_run_counters = fragment(
     R"lua(local counter_outcomes = {"ran", "lost", "force-released", "max-hold", "skipped-held", "skipped-slot", "gave-up", "interrupted", "stopped", "failed", "killed", "force-release", "reaped"}
 local idle = {["skipped-held"] = 1, ["skipped-slot"] = 1, ["gave-up"] = 1, ["interrupted"] = 1, ["failed"] = 1, ["force-release"] = 1, ["reaped"] = 1}
@@ -574,7 +577,7 @@ for _, o in ipairs(counter_outcomes) do
   known[o] = true
 end
 for _, b in ipairs(bounds) do counter_names[#counter_names + 1] = "d" .. b end
-local function add_run(c, e)
+local function add_run(c, e, now)
   local o = e.outcome
   if not o or not known[o] then return end
   c["r:" .. o] = (tonumber(c["r:" .. o]) or 0) + 1
@@ -589,8 +592,14 @@ local function add_run(c, e)
     end
     c[bucket] = (tonumber(c[bucket]) or 0) + 1
     c.ds = (tonumber(c.ds) or 0) + held
-    c.lr = (tonumber(e.started_ms) or 0) + (tonumber(e.waited_ms) or 0) + held
-    if o == "ran" and e.status == "0" then c.ls = c.lr end
+    local ended = (tonumber(e.started_ms) or 0) + (tonumber(e.waited_ms) or 0) + held
+    local function latest(old)
+      old = tonumber(old)
+      if old and old > ended and (not now or old <= now) then return old end
+      return ended
+    end
+    c.lr = latest(c.lr)
+    if o == "ran" and e.status == "0" then c.ls = latest(c.ls) end
   end
   if e.slot_ms then c.sl = e.slot_ms end
 end
@@ -718,7 +727,9 @@ inline constexpr Script k_remove_wrong_type_script = script(k_remove_wrong_type_
 // with PEXPIREAT GT, to the end of the sixteenth of its lease in which its lease ends (so
 // up to a sixteenth later: the acquisitions after it in that time move neither, and the
 // limit is moved only when the set was, PEXPIREAT's 1; the two always expire together);
-// Redis 6.2 has no GT: there, to the longest lease the set holds. A release that leaves
+// Redis 6 has no GT: there, to the longest lease the set holds (and 6.0 has no SET PXAT:
+// the limit's expiry goes as PX, counted from the script's TIME, so a moment after the
+// set's, never before; redis.REDIS_VERSION, Redis 7's, tells them apart). A release that leaves
 // the set empty deletes them, one that leaves holders does not shorten them (a command a
 // hand-over saved). Holders whose lease is over (by the server's clock)
 // are dropped by an attempt that would otherwise find every permit held, or the limit
@@ -782,7 +793,7 @@ if type(moved) == "number" then
 else
   if holders > 0 then ends = math.max(ends, tonumber(redis.call("zrange", KEYS[4], -1, -1, "WITHSCORES")[2])) end
   redis.call("pexpireat", KEYS[4], ends)
-  redis.call("set", KEYS[5], ARGV[6], "PXAT", ends)
+  if redis.REDIS_VERSION then redis.call("set", KEYS[5], ARGV[6], "PXAT", ends) else redis.call("set", KEYS[5], ARGV[6], "PX", ends - now) end
 end
 local first = #KEYS == 7 and 10 or 7
 )lua",
@@ -845,8 +856,15 @@ inline constexpr Script k_fair_leave_script = script(k_fair_leave_text);
 // how many entries are kept (1 at least: with history = 0 nothing is sent), ARGV[4] for how
 // long (ms), ARGV[5] the ms the run waited, ARGV[6] the ms it held the lock, ARGV[7] the
 // entry's field/value pairs, each ended by a NUL (one argument: cheaper to send than
-// twenty). The entry gets `started_ms`, when the run started on this server's clock, and for
-// a skip the holder that refused it (`by_host`, `by_pid`, `by_user`), from its metadata.
+// twenty), ARGV[8] when the run ended (below). The entry gets `started_ms`, when the run
+// started, and for a skip the holder that refused it (`by_host`, `by_pid`, `by_user`), from
+// its metadata.
+//
+// `ended`: when the run ended, ARGV[8] (ms since the Unix epoch, its host's clock), not when
+// the request arrived, which is later by as long as this server was frozen or cut off; never
+// in the future of this server's TIME (a host clock ahead: TIME, as when ARGV[8] is missing
+// or not a time), so never a time no run has reached, and never before the run's start
+// (waited and held are never negative). The counters' times never go back (k_run_counters).
 //
 // The entry becomes the newest (e), and the one it replaces is counted (k_run_counters: the
 // counters are of the runs before the newest, so that a name run once keeps none) and kept
@@ -864,12 +882,13 @@ inline constexpr Script k_fair_leave_script = script(k_fair_leave_text);
 // Once per run: a run's entry ("run", with its id in the field "run") can come twice, from
 // the run and from the releaser of a run killed while its release waited (job/dead_run.hpp:
 // it sends the release and the entry again, and a server frozen or cut off runs both once it
-// answers). An entry whose run is the newest's, or one of the seven before (`ids`), is
-// refused whole (the script returns 0, having written nothing), so that neither the history
-// nor the counters have the run twice. Eight: between a run's two entries, no other run can
-// finish on a majority (the run's release was waiting for one), only a few --limit holders'
-// and the operator's. Refusals ("skip") are sent once, and not looked at. Returns 1 when
-// recorded, 0 when not.
+// answers). An entry whose run is the newest's, or one of the five before (`ids`: the first
+// 12 hex digits of each, 48 random bits, newest first, space-separated: at most 64 bytes, so
+// that the record stays a listpack), is refused whole (the script returns 0, having written
+// nothing), so that neither the history nor the counters have the run twice. Six: between a
+// run's two entries, no other run can finish on a majority (the run's release was waiting
+// for one), only a few --limit holders' and the operator's. Refusals ("skip") are sent once,
+// and not looked at. Returns 1 when recorded, 0 when not.
 inline constexpr auto k_history_text = compose(
     k_keep_record, k_blob, k_entry_fields, k_slot_fields, k_run_counters,
     fragment(R"lua(local holder = false
@@ -888,7 +907,9 @@ end
     k_server_now,
     fragment(R"lua(local keep, age = tonumber(ARGV[3]), tonumber(ARGV[4])
 if keep < 1 then return 0 end
-local e = {started_ms = now - tonumber(ARGV[5]) - tonumber(ARGV[6]), waited_ms = ARGV[5], held_ms = ARGV[6]}
+local ended = tonumber(ARGV[8] or "")
+if not ended or ended < 0 or ended > now then ended = now end
+local e = {started_ms = ended - tonumber(ARGV[5]) - tonumber(ARGV[6]), waited_ms = ARGV[5], held_ms = ARGV[6]}
 if holder then
   local by = redis.call("hmget", KEYS[3], "token", "host", "pid", "user")
   if by[1] == holder then
@@ -910,7 +931,7 @@ local newest_parts = {got[4], got[5], got[6], got[7]}
 local was = unblob(newest_parts)
 was = was and fields_of(entry_fields, was)
 local ids = r.ids or ""
-if ARGV[1] == "run" and e.run and e.run ~= "" and was and (was.run == e.run or string.find(" " .. ids .. " ", " " .. e.run .. " ", 1, true)) then return 0 end
+if ARGV[1] == "run" and e.run and e.run ~= "" and was and (was.run == e.run or string.find(" " .. ids .. " ", " " .. string.sub(e.run, 1, 12) .. " ", 1, true)) then return 0 end
 local set, del = {}, {}
 local first, last = string.match(r.h or "", "^(%d+) (%d+)")
 first, last = tonumber(first), tonumber(last)
@@ -922,7 +943,7 @@ local function drop(from, to)
   return to + 1
 end
 if was then
-  add_run(r, was)
+  add_run(r, was, now)
   for _, n in ipairs(counter_names) do
     if r[n] then
       set[#set + 1] = n
@@ -930,9 +951,9 @@ if was then
     end
   end
   if was.run then
-    local kept = {was.run}
+    local kept = {string.sub(was.run, 1, 12)}
     for id in string.gmatch(ids, "%S+") do
-      if #kept == 7 then break end
+      if #kept == 5 then break end
       kept[#kept + 1] = id
     end
     set[#set + 1] = "ids"

@@ -63,6 +63,12 @@ class Cgroup {
     std::string m_hierarchy_path;
 };
 
+// Removes the empty cgroups that runs killed together with their watchdogs left anywhere
+// in the cgroup v2 hierarchy (Cgroup::create removes those beside the one it makes): a
+// run's whose redlock has ended, that no live redlock or watchdog holds, and that is
+// empty; never a live run's. Returns how many it removed. For `redlock reap`.
+size_t remove_dead_runs_cgroups();
+
 // Removes cgroup `name` in the directory `parent` and every cgroup below it, deepest first
 // (the kernel refuses to remove one that has children); true once it is gone. Only empty
 // cgroups can go. System calls only (process/raw_syscall.hpp): the watchdog uses it too.

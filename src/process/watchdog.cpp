@@ -107,6 +107,9 @@ struct Watch {
     // PAM session): cgroup.kill does not reach it, nor what it starts, so an empty cgroup
     // proves nothing (tree_verdict).
     bool left_cgroup = false;
+    // Redlock said where PROGRAM runs (k_group). Before, PROGRAM may be a child that has
+    // not joined the cgroup yet (vfork, without clone3): not a process that left it.
+    bool placed = false;
     long long term_at = 0; // 0: no TERM to send
     long long kill_at = 0;
     bool killed = false;
@@ -445,7 +448,7 @@ WATCHDOG_CODE bool outside_cgroup(Memory& m, pid_t pid) {
 // leader among them: one read per look, and only a process it does not list (in a
 // cgroup below, a zombie leader, or gone elsewhere) is asked on its own.
 WATCHDOG_CODE void note_cgroup(Memory& m, const Member* members, size_t n) {
-    if (!m.watch.contained || m.cgroup_dir < 0 || n == 0 || m.watch.left_cgroup)
+    if (!m.watch.contained || !m.watch.placed || m.cgroup_dir < 0 || n == 0 || m.watch.left_cgroup)
         return;
     clear_set(m);
     bool complete = true;
@@ -882,6 +885,7 @@ WATCHDOG_CODE bool apply(Watch& w, const Message& msg) {
         w.pgid = static_cast<pid_t>(msg.a);
         w.session = (msg.b & k_own_session) != 0;
         w.contained = (msg.b & k_in_cgroup) != 0;
+        w.placed = true;
         // PROGRAM is there now: a look at once, then the usual ones.
         w.snapshot_at = now_ns();
         w.snapshot_ns = k_snapshot_ns;

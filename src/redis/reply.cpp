@@ -71,10 +71,12 @@ ErrorCode error_code(std::string_view e) {
         e.starts_with("ERR AUTH") || e.starts_with("ERR Client sent AUTH"))
         return ErrorCode::wrongpass;
     // A command a script calls that the ACL refuses answers "ERR The user executing the
-    // script can't ..." (Redis 7.0) or NOPERM with "script:" in the text (7.2).
-    // Redis 7.0 says "can't access" of a key only of a script's command.
+    // script can't ..." (Redis 6.0 and 7.0, 6.0 behind "ERR Error running script ..."),
+    // NOPERM with "script:" in the text (7.2), or "ERR ACL failure in script: ..." (Redis
+    // 8, Valkey 8). Redis 7.0 says "can't access" of a key only of a script's command.
     if ((e.starts_with("NOPERM") && has("script:")) || has("can't run this command") ||
-        has("can't access") || (has("NOPERM") && !e.starts_with("NOPERM")))
+        has("can't access") || has("ACL failure in script") ||
+        (has("NOPERM") && !e.starts_with("NOPERM")))
         return ErrorCode::script_noperm;
     if (e.starts_with("NOPERM"))
         return ErrorCode::noperm;

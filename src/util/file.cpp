@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <cstring>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -59,6 +60,12 @@ std::optional<FileContent> read_file(const char* path, size_t limit, int& error)
         }
     }
     return content;
+}
+
+std::string read_error_text(int error) {
+    if (error == k_not_regular_file)
+        return "not a regular file";
+    return std::strerror(error);
 }
 
 } // namespace redlock::util

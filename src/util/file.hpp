@@ -24,6 +24,9 @@ struct FileContent {
 // k_not_regular_file. A file name given as text is not made a std::filesystem::path
 // (splitting it into components allocates): /proc files are read on every run.
 [[nodiscard]] std::optional<FileContent> read_file(const char* path, size_t limit, int& error);
+// read_file's error as a message says it: strerror's text, or "not a regular file".
+[[nodiscard]] std::string read_error_text(int error);
+
 [[nodiscard]] inline std::optional<FileContent> read_file(const std::filesystem::path& path,
                                                           size_t limit, int& error) {
     return read_file(path.c_str(), limit, error);

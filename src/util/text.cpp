@@ -1,6 +1,8 @@
 #include "util/text.hpp"
 
+#include <algorithm>
 #include <cstdio>
+#include <vector>
 
 namespace redlock::util {
 
@@ -14,6 +16,24 @@ void append_hex(std::string& out, const char* prefix, unsigned value) {
     char buf[12];
     std::snprintf(buf, sizeof buf, "%s%02x", prefix, value);
     out += buf;
+}
+
+// Edit distance with adjacent transpositions.
+size_t edit_distance(std::string_view a, std::string_view b) {
+    std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+    for (size_t i = 0; i <= a.size(); ++i)
+        d[i][0] = i;
+    for (size_t j = 0; j <= b.size(); ++j)
+        d[0][j] = j;
+    for (size_t i = 1; i <= a.size(); ++i) {
+        for (size_t j = 1; j <= b.size(); ++j) {
+            const size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+            d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+                d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+        }
+    }
+    return d[a.size()][b.size()];
 }
 
 } // namespace
@@ -101,6 +121,26 @@ std::string clip(std::string_view text, size_t width) {
         end = i;
     }
     return std::string(text.substr(0, end)) + "~";
+}
+
+size_t skip_blanks(std::string_view text, size_t from) {
+    while (from < text.size() && (text[from] == ' ' || text[from] == '\t'))
+        ++from;
+    return from;
+}
+
+std::optional<std::string_view> closest_word(std::string_view word,
+                                             std::span<const std::string_view> known) {
+    std::optional<std::string_view> best;
+    size_t best_distance = 3; // more than two edits away is not a typo
+    for (std::string_view candidate : known) {
+        const size_t distance = edit_distance(word, candidate);
+        if (distance < best_distance && distance < word.size()) {
+            best = candidate;
+            best_distance = distance;
+        }
+    }
+    return best;
 }
 
 } // namespace redlock::util

@@ -3,6 +3,8 @@
 // made safe to show: valid UTF-8 recognised, and what a terminal would act on escaped.
 
 #include <cstddef>
+#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -25,5 +27,14 @@ namespace redlock::util {
 // `text` cut to at most `width` bytes, never inside a UTF-8 sequence, with "~" at the end
 // when something was cut (so "~" counts in the width).
 [[nodiscard]] std::string clip(std::string_view text, size_t width);
+
+// The first index at or after `from` that is not a blank (space or tab): `text.size()`
+// when none is.
+[[nodiscard]] size_t skip_blanks(std::string_view text, size_t from);
+
+// The word of `known` that `word` is most likely a typo of (at most two edits away, and
+// fewer than its length): for "did you mean" hints.
+[[nodiscard]] std::optional<std::string_view> closest_word(std::string_view word,
+                                                           std::span<const std::string_view> known);
 
 } // namespace redlock::util

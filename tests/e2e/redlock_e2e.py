@@ -53,6 +53,21 @@ def _find_redis_server():
 
 REDLOCK_BIN = _find_redlock()
 REDIS_SERVER_BIN = _find_redis_server()
+_server_version = None
+
+
+def server_version():
+    """The Redis version REDIS_SERVER_BIN answers as, (major, minor), from its --version:
+    "Redis server v=6.0.16 ..."; Valkey answers as the Redis 7.2 its INFO names."""
+    global _server_version
+    if _server_version is None:
+        out = subprocess.run([REDIS_SERVER_BIN, "--version"], capture_output=True, text=True,
+                             timeout=30).stdout
+        found = re.search(r"v=(\d+)\.(\d+)", out)
+        if not found:
+            raise RuntimeError(f"{REDIS_SERVER_BIN} --version says no version: {out!r}")
+        _server_version = (7, 2) if out.startswith("Valkey") else tuple(map(int, found.groups()))
+    return _server_version
 
 # ACL rules that let a user take locks under the default prefix: the lock key itself and,
 # per the contract, the "{lock:NAME}:suffix" keys a lock may need besides it.
@@ -65,6 +80,19 @@ _PR_SET_PDEATHSIG = 1
 def _die_with_parent():
     """preexec_fn: the child gets SIGKILL if this test process dies (CTest timeout)."""
     _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def _child_setup(cgroup):
+    """preexec_fn: _die_with_parent, and with `cgroup` (a cgroup v2 directory) moves the
+    child into it."""
+    if cgroup is None:
+        return _die_with_parent
+
+    def setup():
+        _die_with_parent()
+        with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
+            f.write("0")
+    return setup
 
 
 # ---------------------------------------------------------------------------------------
@@ -120,6 +148,17 @@ def read_pid_file(path, timeout=10.0, proc=None):
             return None
         return int(text) if text.endswith("\n") and text.strip().isdigit() else None
     return wait_until(read, timeout, message=f"pid in {path}", proc=proc)
+
+
+def _rmdir_quietly(path):
+    """Removes the empty directory `path`; True once it is gone."""
+    try:
+        os.rmdir(path)
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return False
+    return True
 
 
 def kill_quietly(pid, sig=signal.SIGKILL):
@@ -691,7 +730,7 @@ def isolated_env(home, extra=None):
 class RedlockProcess:
     """A running redlock with stdout/stderr captured to files (no pipe can fill up)."""
 
-    def __init__(self, args, env, cwd, stdin=None, pass_fds=()):
+    def __init__(self, args, env, cwd, stdin=None, pass_fds=(), cgroup=None):
         self.args = [REDLOCK_BIN] + list(args)
         self.dir = tempfile.mkdtemp(prefix="redlock-e2e-proc-")
         self._out = open(os.path.join(self.dir, "stdout"), "w+b")
@@ -703,7 +742,7 @@ class RedlockProcess:
                 self.args, env=env, cwd=cwd,
                 stdin=stdin if stdin is not None else subprocess.DEVNULL,
                 stdout=self._out, stderr=self._err, pass_fds=pass_fds,
-                preexec_fn=_die_with_parent)
+                preexec_fn=_child_setup(cgroup))
         except BaseException:
             self._out.close()
             self._err.close()
@@ -893,6 +932,7 @@ class E2ETest(unittest.TestCase):
     """Base class: temp dirs, servers and processes are cleaned up after every test."""
 
     maxDiff = None
+    runs_cgroup = None  # see run_in_a_cgroup_of_its_own
 
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="redlock-e2e-")
@@ -924,6 +964,13 @@ class E2ETest(unittest.TestCase):
         os.chmod(path, mode)
         return path
 
+    def require_server(self, version, what):
+        """Skips the test on a server older than Redis `version` (major, minor), which
+        lacks `what`."""
+        if server_version() < version:
+            self.skipTest(f"{what} needs Redis {version[0]}.{version[1]}; this server answers "
+                          f"as {server_version()[0]}.{server_version()[1]}")
+
     def redis_server(self, **options):
         server = RedisServer(**options)
         self.addCleanup(server.stop)
@@ -953,7 +1000,7 @@ class E2ETest(unittest.TestCase):
                                 stdin=None if input is not None else subprocess.DEVNULL,
                                 env=env if env is not None else self.env(),
                                 cwd=cwd or self.tmp, timeout=timeout * SLACK,
-                                preexec_fn=_die_with_parent)
+                                preexec_fn=_child_setup(self.runs_cgroup))
         except subprocess.TimeoutExpired as e:
             raise AssertionError(f"redlock did not finish in {timeout * SLACK:.1f}s: {full}; "
                                  f"stderr: {e.stderr!r}") from None
@@ -1001,9 +1048,30 @@ class E2ETest(unittest.TestCase):
     def start_redlock(self, args, env=None, stdin=None, cwd=None, pass_fds=()):
         """Starts redlock in the background; killed at cleanup if still running."""
         proc = RedlockProcess(args, env if env is not None else self.env(), cwd or self.tmp,
-                              stdin=stdin, pass_fds=pass_fds)
+                              stdin=stdin, pass_fds=pass_fds, cgroup=self.runs_cgroup)
         self.addCleanup(proc.cleanup)
         return proc
+
+    def run_in_a_cgroup_of_its_own(self, parent):
+        """From now on every redlock this test starts runs in a new cgroup below the
+        cgroup v2 directory `parent`, where the cgroups of its runs are beside none of
+        other tests' (removed at cleanup, once its processes are gone)."""
+        path = os.path.join(parent, f"e2e-{os.getpid()}-{len(os.listdir(parent))}")
+        os.mkdir(path)
+        self.runs_cgroup = path
+
+        def remove():
+            self.runs_cgroup = None
+            self._kill_leftovers()
+            for below in sorted((os.path.join(d, n) for d, names, _ in os.walk(path)
+                                 for n in names), key=len, reverse=True) + [path]:
+                try:
+                    wait_until(lambda: _rmdir_quietly(below), 10,
+                               message=f"{below} to be emptied and removed")
+                except AssertionError:
+                    pass
+        self.addCleanup(remove)
+        return path
 
     def holder(self, run_args, exit_code=0, global_args=(), env=None):
         """A background redlock holding a lock (see Holder); not yet waited for."""

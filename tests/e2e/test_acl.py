@@ -9,7 +9,7 @@ import json
 import os
 import unittest
 
-from redlock_e2e import SLACK, LOCK_ACL_RULES, E2ETest
+from redlock_e2e import SLACK, LOCK_ACL_RULES, E2ETest, RedisError, server_version
 
 USER, PASSWORD = "locker", "pw-locker-1"
 OPERATIONS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs",
@@ -18,10 +18,13 @@ OPERATIONS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."
 
 def documented_acl_rules():
     """The rules of docs/operations.md's `redis-cli ACL SETUSER locker ...` command
-    (without the user name and the password, which the test server adds)."""
+    (without the user name and the password, which the test server adds): the first for
+    Redis 7 and later, the second for Redis 6."""
     with open(OPERATIONS) as f:
         text = f.read()
     start = text.index("redis-cli ACL SETUSER locker")
+    if server_version() < (7, 0):
+        start = text.index("redis-cli ACL SETUSER locker", start + 1)
     command = text[start:text.index("```", start)].replace("\\\n", " ")
     words = [w.strip("'") for w in command.split()[4:]]
     return [w for w in words if w != ">PASSWORD"]
@@ -73,8 +76,25 @@ class AclTest(E2ETest):
 
     # -- refusals: what is said, and that a refused attempt leaves nothing behind -------
 
-    WRONGPASS = "authentication refused: WRONGPASS invalid username-password pair or user is " \
-                "disabled."
+    @staticmethod
+    def said(server, *command, as_user=False):
+        """The error the server gives `command` (as the user, or as no one): redlock passes
+        it on in the server's words, which differ between versions."""
+        with server.client(auth=False) as c:
+            try:
+                if as_user:
+                    c.execute("AUTH", USER, PASSWORD)
+                c.execute(*command)
+            except RedisError as e:
+                return str(e)
+        raise AssertionError(f"{command} was not refused")
+
+    def wrongpass(self, server):
+        # "WRONGPASS invalid username-password pair or user is disabled." (Redis 6.0: up
+        # to "pair").
+        said = self.said(server, "AUTH", USER, "not-the-password")
+        self.assertTrue(said.startswith("WRONGPASS invalid username-password pair"), said)
+        return "authentication refused: " + said
 
     def test_a_refused_password_leaves_no_lock_behind(self):
         # The default user needs no password, so Redis runs the script pipelined behind the
@@ -88,7 +108,7 @@ class AclTest(E2ETest):
                     r = self.run_redlock(["-s", url, *command])
                     self.assertStatus(r, 77)
                     self.assertEqual(r.stderr, f"redlock: cannot lock 'x': 127.0.0.1:"
-                                               f"{server.port}: {self.WRONGPASS}\n")
+                                               f"{server.port}: {self.wrongpass(server)}\n")
                     self.assertEqual(r.stdout, "")
                     self.assertFalse(os.path.exists(self.path("ran")))
                     self.assertKeyGone(server, "lock:x")
@@ -104,29 +124,36 @@ class AclTest(E2ETest):
                               "--", "true"])
         self.assertStatus(r, 77)
         self.assertEqual(r.stderr, f"redlock: cannot lock 'x': 127.0.0.1:{server.port}: "
-                                   f"{self.WRONGPASS}\n")
+                                   f"{self.wrongpass(server)}\n")
 
     def test_an_acl_refusal_is_said_as_such_and_nothing_is_cleaned_up(self):
-        denied = ("permission denied by the server's ACL: NOPERM this user has no permissions "
-                  "to access one of the keys used as arguments")
         # A user that needs no password (the default user), and one that gave the right one.
         nopass = self.redis_server(extra_args=("--user", "default", "on", "nopass", "resetkeys",
                                                "~other:*", "+@all"))
         server, url = self.server_for("on ~other:* +@all")
-        for url, port in ((nopass.url(), nopass.port), (url, server.port)):
+        for url, port, denied in (
+                (nopass.url(), nopass.port, self.said(nopass, "GET", "lock:x")),
+                (url, server.port, self.said(server, "GET", "lock:x", as_user=True))):
             with self.subTest(url=url):
+                # "NOPERM this user has no permissions to access one of the keys used as
+                # arguments" (Redis 8, Valkey 8: "NOPERM No permissions to access a key").
+                self.assertTrue(denied.startswith("NOPERM"), denied)
                 r = self.run_redlock(["-s", url, "run", "-k", "x", "--", "true"])
                 self.assertStatus(r, 77)
                 # The refusal came before the script ran: no "could not clean up" note.
                 self.assertEqual(r.stderr, f"redlock: cannot lock 'x': 127.0.0.1:{port}: "
-                                           f"{denied}\n")
+                                           f"permission denied by the server's ACL: {denied}\n")
         # A command refused: named.
         server, url = self.server_for(LOCK_ACL_RULES + " -eval -evalsha")
         r = self.run_redlock(["-s", url, "run", "-k", "x", "--", "true"])
         self.assertStatus(r, 77)
+        # "NOPERM this user has no permissions to run the 'eval' command" (Redis 6.0: "...
+        # command or its subcommand"; Redis 8, Valkey 8: "NOPERM User locker has ...").
+        said = self.said(server, "EVAL", "return 1", "0", as_user=True)
         self.assertEqual(r.stderr, f"redlock: cannot lock 'x': 127.0.0.1:{server.port}: "
-                                   "permission denied by the server's ACL: NOPERM this user has "
-                                   "no permissions to run the 'eval' command\n")
+                                   f"permission denied by the server's ACL: {said}\n")
+        self.assertTrue(said.startswith("NOPERM"), said)
+        self.assertIn("no permissions to run the 'eval' command", said)
 
     def test_the_documented_least_privilege_user_can_do_everything(self):
         rules = documented_acl_rules()
@@ -188,6 +215,8 @@ class AclTest(E2ETest):
     def doctor_acl(self, rules, expected_status):
         """doctor's acl check for a user with `rules`: text and --json agree; the probe lock
         is gone afterwards and the output never shows the password."""
+        if "+acl|dryrun" in rules:
+            self.require_server((7, 0), "ACL DRYRUN")
         server, url = self.server_for(" ".join(rules))
         r = self.run_redlock(["-s", url, "doctor"])
         self.assertStatus(r, expected_status)
@@ -232,14 +261,21 @@ class AclTest(E2ETest):
                 self.assertTrue(text.startswith("note acl"), text)
 
     def test_doctor_acl_without_pexpire_is_a_risk_naming_it(self):
-        # Probing: a refusal inside a script names no command; the script's list is given.
+        # Probing: a refusal inside a script names no command before Redis 7.2; the script's
+        # list is given.
         text, acl = self.doctor_acl(self.documented_rules_without("+pexpire"), 1)
         # A refused command stops locking; it does not hand a lock to two holders.
         self.assertIn("found: locking fails where commands are refused\n", self.doctor_stdout)
         self.assertEqual(acl["level"], "risk")
-        self.assertIn("may not run one of PTTL SET INCR DEL HSET PEXPIRE (run, acquire, "
-                      "extend and release fail)", acl["message"])
-        self.assertIn("ACL SETUSER locker +pttl +set +incr +del +hset +pexpire +get", acl["message"])
+        if server_version() >= (7, 2):
+            self.assertIn("may not run PEXPIRE (run, acquire, extend and release fail",
+                          acl["message"])
+            self.assertIn("ACL SETUSER locker +pexpire (", acl["message"])
+        else:
+            self.assertIn("may not run one of PTTL SET INCR DEL HSET PEXPIRE (run, acquire, "
+                          "extend and release fail)", acl["message"])
+            self.assertIn("ACL SETUSER locker +pttl +set +incr +del +hset +pexpire +get",
+                          acl["message"])
         self.assertTrue(text.startswith("RISK acl"), text)
         # With DRYRUN, or MULTI (commands queued, then discarded), PEXPIRE is named.
         for extra, how in ((self.DRYRUN, "checked with"),

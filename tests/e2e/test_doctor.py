@@ -5,7 +5,7 @@ import json
 import time
 import unittest
 
-from redlock_e2e import SLACK, E2ETest, RedisError, wait_until
+from redlock_e2e import SLACK, E2ETest, RedisError, server_version, wait_until
 
 CLEAN = ["--maxmemory-policy", "noeviction", "--appendonly", "no"]
 LEVELS = {"ok", "note", "risk"}
@@ -80,8 +80,25 @@ class DoctorTest(E2ETest):
         self.assertEqual(s["maxmemory_policy"], "noeviction")
         self.assertEqual(s["appendonly"], "no")
         self.assertEqual(s["role"], "master")
-        # Doctor looks; it leaves no keys behind.
-        self.assertEqual(server.command("DBSIZE"), 0)
+        # The software and its version as INFO says them, and every mode runs there.
+        info = dict(line.split(":", 1) for line in server.command("INFO", "server").splitlines()
+                    if ":" in line)
+        software = info.get("server_name", "redis")
+        version = info["valkey_version" if software == "valkey" else "redis_version"]
+        self.assertEqual((s["software"], s["version"]), (software, version))
+        self.assertEqual(checks["version"]["level"], "ok")
+        self.assertTrue(checks["version"]["message"].startswith(f"{software} {version}"))
+        self.assertTrue(checks["version"]["message"].endswith(": every mode's scripts run here"))
+        self.assertIn(f"127.0.0.1:{server.port}  {software} {version}, master", r.stdout)
+        # Doctor looks; it leaves no keys behind. (Where it has no ACL DRYRUN, on Redis 6, it
+        # runs the lock scripts on its probe lock instead: that lock's counters stay.)
+        if server_version() >= (7, 0):
+            self.assertEqual(server.command("DBSIZE"), 0)
+        else:
+            counters = {"{lock:redlock-doctor-probe}:" + k
+                        for k in ("fence", "permit:1:fence", "tickets")}
+            wait_until(lambda: set(server.command("KEYS", "*")) <= counters, 10,
+                       message="only the probe lock's counters left")
 
     def test_an_evicting_policy_is_a_risk(self):
         server = self.redis_server(extra_args=["--maxmemory-policy", "allkeys-lru"])
@@ -194,7 +211,7 @@ class DoctorTest(E2ETest):
         finally:
             frozen.thaw()
         self.assertStatus(r, 69)
-        self.assertIn(f"127.0.0.1:{good.port}  redis", r.stdout)
+        self.assertRegex(r.stdout, rf"127\.0\.0\.1:{good.port}  (redis|valkey) ")
         self.assertIn("timed out", r.stderr)
         # One connect or command timeout (1 s each) and the healthy server's checks; well
         # under two of them even on a loaded machine (the old behaviour took 17).
@@ -231,6 +248,37 @@ class DoctorTest(E2ETest):
                                  checks["replication"])
                 self.assertEqual(checks["eviction"]["level"], "ok")
         self.assertEqual(self.doctor_json([master], 1)["servers"][0]["replicas"], 1)
+
+    def test_a_replica_without_acl_dryrun_is_a_replication_risk_not_unreachable(self):
+        # Where the user may not run ACL DRYRUN, the acl check runs the lock scripts on a
+        # probe lock; a replica refuses its writes: it is not probed, and says so.
+        master = self.redis_server(extra_args=CLEAN)
+        replica = self.redis_server(
+            acl_user=("locker", "pw", "on ~* +@all -acl"),
+            extra_args=CLEAN + ["--replicaof", "127.0.0.1", str(master.port)])
+        doc = self.doctor_json([replica.url(username="locker", password="pw")], 1)
+        checks = self.checks(doc["servers"][0])
+        self.assertEqual(checks["replication"]["level"], "risk")
+        self.assertEqual(checks["acl"]["level"], "note")
+        self.assertEqual(checks["acl"]["message"], "not checked: ACL DRYRUN is not allowed, and "
+                                                   "a replica refuses the probe lock's writes")
+
+    def test_a_lock_script_calling_what_the_server_lacks_is_a_risk_naming_the_mode(self):
+        # ZRANK renamed away: the --fair scripts call it. Without ACL DRYRUN doctor runs
+        # every script on its probe lock, and says which mode fails.
+        server = self.redis_server(acl_user=("locker", "pw", "on ~* +@all -acl"),
+                                   extra_args=CLEAN + ["--rename-command", "ZRANK", ""])
+        doc = self.doctor_json([server.url(username="locker", password="pw")], 1)
+        version = self.checks(doc["servers"][0])["version"]
+        self.assertEqual(version["level"], "risk")
+        self.assertIn(": a lock script calls a command or option this server lacks (--fair "
+                      "fails: ERR ", version["message"])
+        # "Unknown Redis command called from script" (Valkey: "Unknown command ...").
+        self.assertRegex(version["message"], r"nknown (Redis )?command called from")
+        r = self.doctor([server.url(username="locker", password="pw")])
+        self.assertStatus(r, 1)
+        self.assertIn("1 risk found: a mode fails where the server lacks what it needs\n",
+                      r.stdout)
 
 
 if __name__ == "__main__":

@@ -262,7 +262,7 @@ class ErrorsTest(E2ETest):
         self.assertTrue(r.stdout.startswith(f"redlock {version} ("), r.stdout)
         self.assertTrue(read("packaging", "debian", "changelog")
                         .startswith(f"redlock ({version}) "))
-        for page in ("redlock.1", "redlock.toml.5"):
+        for page in ("redlock.1", "redlock.toml.5", "redlock-cron.5"):
             text = read("man", page)
             self.assertEqual(re.findall(r"redlock (\d+\.\d+\.\d+)", text),
                              [version] * len(re.findall(r"redlock \d+\.\d+\.\d+", text)), page)

@@ -12,13 +12,16 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
+import threading
+import time
 import unittest
 import urllib.error
 import urllib.parse
 import urllib.request
 
-from redlock_e2e import SLACK, E2ETest, RespClient, free_port, wait_until
+from redlock_e2e import SLACK, E2ETest, RespClient, free_port, server_version, wait_until
 from test_monitoring import REPO, parse_metrics, sample
 
 PROMTOOL = shutil.which("promtool")
@@ -151,6 +154,40 @@ class CountersTest(ExporterTest):
         finally:
             servers[2].thaw()
 
+    def test_releases_a_frozen_server_gets_late_do_not_move_the_last_success_to_its_thaw(self):
+        servers = [self.redis_server() for _ in range(3)]
+        args = [a for s in servers for a in ("-s", s.url())]
+        frozen = servers[2]
+        frozen.freeze()
+        self.addCleanup(frozen.thaw)
+        first = time.time()
+        for _ in range(5):
+            self.assertStatus(self.run_redlock(args + ["run", "-k", "job", "--", "true"]), 0)
+        ended = time.time()
+        # The frozen server runs the five releases (and their entries) when it resumes,
+        # a moment after the last run ended: they are recorded when the runs ended.
+        time.sleep(0.5)
+        thawed = time.time()
+        frozen.thaw()
+        wait_until(lambda: frozen.command("XLEN", "{lock:job}:history") == 5, 10,
+                   message="the frozen server to run the releases it was sent")
+        for s in servers:
+            stats = s.command("HGETALL", "{lock:job}:stats")
+            stats = dict(zip(stats[::2], stats[1::2]))
+            self.assertEqual(stats["runs:ran"], "5", s.url())
+            for field in ("last_success_ms", "last_run_ms"):
+                self.assertGreaterEqual(int(stats[field]), int(first * 1000), (s.url(), field))
+                self.assertLessEqual(int(stats[field]), int(ended * 1000), (s.url(), field))
+            for _, entry in s.command("XRANGE", "{lock:job}:history", "-", "+"):
+                started = int(dict(zip(entry[::2], entry[1::2]))["started_ms"])
+                self.assertLessEqual(started, int(ended * 1000), s.url())
+        _, address = self.start_exporter(args)
+        m = self.metrics(address)
+        success = sample(m, "redlock_last_success_timestamp_seconds", name="job")
+        self.assertLess(success, thawed)
+        self.assertLessEqual(success, ended)
+        self.assertEqual(sample(m, "redlock_runs_total", name="job", outcome="ran"), 5)
+
     def test_history_0_still_counts(self):
         server = self.redis_server()
         config = self.write_file("c.toml", f'history = 0\n[[servers]]\nurl = "{server.url()}"\n')
@@ -180,6 +217,57 @@ class CountersTest(ExporterTest):
         # The acquisition, the release, the history (with the counters): as in 0.3.
         self.assertEqual(sent, ["EVAL", "EVAL", "EVAL"])
         self.assertEqual(server.command("HGET", "{lock:job}:stats", "runs:ran"), "2")
+
+
+class ForeignNumbersTest(ExporterTest):
+    """Counters another client wrote past belief (any client that may write the lock keys
+    may write them): counts from 0 to 2^53 and times from 1970 to 9999 are read, anything
+    else is unknown. Two buckets at 2^63-1 overflowed the histogram's sum (UBSan aborted;
+    a Release build served negative, decreasing buckets), a last run at 2^63-1 showed as
+    "ended at -6911-07-12T07:12:5Z", and a slot of 2^63-1 overflowed the overdue check."""
+
+    def test_absurd_counters_are_unknown_and_the_rest_is_served(self):
+        server = self.redis_server()
+        big = str(2**63 - 1)
+        server.command("HSET", "{lock:job}:stats", "runs:ran", "3", "runs:lost", str(2**60),
+                       "runs:failed", "-5", "d:1", big, "d:5", big, "d:10", "2",
+                       "d:+Inf", "1", "duration_ms", big, "last_run_ms", big,
+                       "last_success_ms", big, "slot_ms", big)
+        server.command("XADD", "{lock:job}:history", "*", "run", "r1", "outcome", "ran",
+                       "status", "0", "host", "h", "pid", "1", "user", "u", "command", "c",
+                       "started_ms", str(10**14 * 2), "waited_ms", str(10**14 * 2),
+                       "held_ms", "0")
+        # A holder whose metadata says it took the lock in the year 1.
+        server.command("SET", "lock:old", "tok", "PX", "60000")
+        server.command("HSET", "{lock:old}:meta", "token", "tok", "host", "h", "pid", "1",
+                       "user", "u", "command", "c", "acquired_at", "0001-01-01T00:00:00.000Z")
+        _, address = self.start_exporter(["-s", server.url()])
+        m = self.metrics(address)
+        self.assertEqual(sample(m, "redlock_runs_total", name="job", outcome="ran"), 3)
+        self.assertEqual(sample(m, "redlock_runs_total", name="job", outcome="lost"), 0)
+        self.assertEqual(sample(m, "redlock_runs_total", name="job", outcome="failed"), 0)
+        buckets = [sample(m, "redlock_run_duration_seconds_bucket", name="job", le=le)
+                   for le in ("1", "5", "10", "86400", "+Inf")]
+        self.assertEqual(buckets, [0, 0, 2, 2, 3])
+        self.assertEqual(sample(m, "redlock_run_duration_seconds_count", name="job"), 3)
+        self.assertIsNone(sample(m, "redlock_last_run_timestamp_seconds", name="job"))
+        self.assertEqual(sample(m, "redlock_last_success_timestamp_seconds", name="job"), 0)
+        self.assertIsNone(sample(m, "redlock_slot_seconds", name="job"))
+        self.assertIsNone(sample(m, "redlock_overdue", name="job"))
+        self.assertEqual(sample(m, "redlock_held", name="old"), 1)
+        self.assertIsNone(sample(m, "redlock_held_seconds", name="old"))
+        status, _, page = self.get(address, "/")
+        self.assertEqual(status, 200)
+        row = re.search(r"<tr[^>]*><td>job</td>.*?</tr>", page).group(0)
+        # The entry's end (start, wait and hold added up) is past 9999: not shown.
+        self.assertIn("<td>ran (exit 0) on h</td><td>never</td><td>-</td>", row)
+        self.assertIn("<td>old</td><td>held</td><td>u@h:1 c</td><td>-</td>", page)
+        locks = {lock["name"]: lock for lock in json.loads(self.get(address, "/api/locks")[2])
+                 ["locks"]}
+        self.assertEqual((locks["job"]["last_run_at"], locks["job"]["last_success_at"],
+                          locks["job"]["slot_seconds"]), (None, None, None))
+        self.assertEqual(locks["job"]["runs"], {"ran": 3})
+        self.assertIsNone(locks["old"]["held_seconds"])
 
 
 class ServedTest(ExporterTest):
@@ -236,6 +324,10 @@ class ServedTest(ExporterTest):
     def test_the_documented_read_only_user_can_export_and_cannot_write(self):
         rules = documented_exporter_acl()
         self.assertIn("%R~lock:*", rules)
+        if server_version() < (7, 0):
+            # As redlock(1) says of Redis 6: no channel rules, EVALSHA and EVAL, and `~`.
+            plain = {"+evalsha_ro": "+evalsha", "+eval_ro": "+eval"}
+            rules = [plain.get(r, r.replace("%R~", "~")) for r in rules if r[0] != "&"]
         server = self.redis_server(acl_user=("exporter", "pw", " ".join(rules)))
         self.assertStatus(self.run_redlock(["-s", server.url(), "run", "-k", "job", "--",
                                             "true"]), 0)
@@ -261,6 +353,59 @@ class ServedTest(ExporterTest):
         r = self.run_redlock(["-s", server.url(), "exporter", "--listen", "nowhere"])
         self.assertStatus(r, 64)
         self.assertIn("invalid --listen 'nowhere'", r.stderr)
+
+
+class HalfRequestsTest(ExporterTest):
+    """Idle half-requests (issue 46): 64 connections that sent half a request, and a byte
+    now and then, held every connection slot; the library's timeout is an idle one, which
+    the bytes reset, so every scrape, the page and /api/locks waited for good."""
+
+    def setUp(self):
+        super().setUp()
+        server = self.redis_server()
+        self.assertStatus(self.run_redlock(["-s", server.url(), "run", "-k", "job", "--",
+                                            "true"]), 0)
+        _, self.address = self.start_exporter(["-s", server.url()])
+
+    def half_requests(self, n):
+        """`n` connections that sent half a request and then a byte every half second."""
+        host, port = self.address.split(":")
+        socks = []
+        for _ in range(n):
+            s = socket.create_connection((host, int(port)), timeout=10 * SLACK)
+            s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+            socks.append(s)
+            self.addCleanup(s.close)
+        stop = threading.Event()
+
+        def trickle():
+            while not stop.wait(0.5):
+                for s in socks:
+                    try:
+                        s.send(b"X")
+                    except OSError:
+                        pass
+        threading.Thread(target=trickle, daemon=True).start()
+        self.addCleanup(stop.set)
+        return socks
+
+    def test_a_scrape_gets_in_past_idle_half_requests(self):
+        self.half_requests(70)
+        # Before: refused until the library's 30 s idle timeout, which the bytes reset.
+        request = urllib.request.Request(f"http://{self.address}/metrics")
+        with urllib.request.urlopen(request, timeout=4 * SLACK) as r:
+            self.assertEqual(r.status, 200)
+            self.assertIn('redlock_runs_total{name="job",outcome="ran"} 1', r.read().decode())
+        self.assertEqual(self.get(self.address, "/api/locks")[0], 200)
+
+    def test_a_half_request_that_trickles_is_closed_after_a_few_seconds(self):
+        sock = self.half_requests(1)[0]
+        sock.settimeout(15 * SLACK)
+        try:
+            closed = sock.recv(4096) == b""
+        except ConnectionResetError:
+            closed = True
+        self.assertTrue(closed)
 
 
 @unittest.skipIf(PROMTOOL is None, "promtool is not installed (scripts/setup.sh installs "

@@ -9,6 +9,7 @@ one's processes and must find none alive.
 """
 
 import ctypes
+import fcntl
 import json
 import os
 import platform
@@ -194,6 +195,11 @@ def compile_c(test, source, name):
     subprocess.run([cc, "-O", "-pthread", "-o", exe, exe + ".c"], check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     return exe
+
+
+def cgroup_populated(path):
+    with open(f"{path}/cgroup.events") as f:
+        return "populated 1" in f.read().split("\n")
 
 
 def comm(pid):
@@ -419,6 +425,75 @@ class KilledRedlockTest(E2ETest):
         self.assertEqual(proc.wait(10), -signal.SIGKILL)
         wait_until(lambda: not pid_alive(program), 10, message="the inner PROGRAM to die")
         self.assertCgroupsGoAway([group, outer])
+
+    def leave_a_cgroup_behind(self, name):
+        """Kills a holder of `name` together with its watchdog (redlock stopped first, so
+        that it cannot act on the watchdog's death): nothing is left to remove PROGRAM's
+        cgroup, which PROGRAM's death (PR_SET_PDEATHSIG) leaves empty. The test holds it
+        as a live run would (a shared flock) until it lets go of it: let_go()."""
+        holder = self.holder(["-k", name, "-t", "10s"], global_args=self.global_args)
+        proc, program = holder.proc, holder.wait_ready().program_pid
+        group = cgroup_directory(program)
+        self.assertRegex(group, rf"/redlock-{proc.pid}$")
+        held = os.open(group, os.O_RDONLY | os.O_DIRECTORY)
+        fcntl.flock(held, fcntl.LOCK_SH)
+        dog = self.watchdog_of(proc, {"program": program})
+        proc.send_signal(signal.SIGSTOP)
+        os.kill(dog, signal.SIGKILL)
+        proc.send_signal(signal.SIGKILL)
+        self.assertEqual(proc.wait(10), -signal.SIGKILL)
+        wait_until(lambda: not pid_alive(dog) and not pid_alive(program), 10,
+                   message="the watchdog and PROGRAM to die")
+        wait_until(lambda: not cgroup_populated(group), 10, message=f"{group} to be empty")
+        self.assertTrue(os.path.isdir(group))
+        return group, lambda: os.close(held)
+
+    def test_the_next_run_removes_the_cgroup_of_a_run_killed_with_its_watchdog(self):
+        if not self.cgroup_available():
+            self.skipTest("redlock cannot make a cgroup here")
+        # The next run looks beside its own cgroup: none of other tests' runs are there.
+        parent = self.run_in_a_cgroup_of_its_own(cgroup_directory(os.getpid()))
+        left, let_go = self.leave_a_cgroup_behind("both")
+        # A live run's cgroup is empty too while it waits for its lock: it stays.
+        holder = self.holder(["-k", "busy", "-t", "10s"], global_args=self.global_args)
+        holder.wait_ready()
+        waiter = self.start_redlock(self.global_args + ["run", "-k", "busy", "--", "true"])
+        waiting = os.path.join(parent, f"redlock-{waiter.pid}")
+        wait_until(lambda: os.path.isdir(waiting), 10, proc=waiter,
+                   message="the waiter's cgroup")
+        # So is one of a run in another pid namespace, whose number is no pid here: its
+        # redlock and watchdog hold it (a shared flock), as this test does.
+        gone = subprocess.Popen(["true"])
+        gone.wait()
+        foreign = os.path.join(parent, f"redlock-{gone.pid}")
+        os.mkdir(foreign)
+        held = os.open(foreign, os.O_RDONLY | os.O_DIRECTORY)
+        self.addCleanup(os.close, held)
+        fcntl.flock(held, fcntl.LOCK_SH)
+        let_go()
+        r = self.run_redlock(self.global_args + ["run", "-k", "next", "--", "true"])
+        self.assertStatus(r, 0)
+        self.assertFalse(os.path.exists(left), f"{left} left behind by the next run")
+        self.assertTrue(os.path.isdir(waiting), "a waiting run's cgroup was removed")
+        self.assertTrue(os.path.isdir(foreign), "a cgroup held by a live run was removed")
+        self.assertEqual(holder.release(), 0)
+        self.assertEqual(waiter.wait(30), 0, waiter.stderr)
+
+    def test_reap_removes_the_cgroup_of_a_run_killed_with_its_watchdog(self):
+        if not self.cgroup_available():
+            self.skipTest("redlock cannot make a cgroup here")
+        # Apart from other tests' runs (reap looks everywhere, a run beside its cgroup).
+        self.run_in_a_cgroup_of_its_own(cgroup_directory(os.getpid()))
+        left, let_go = self.leave_a_cgroup_behind("reaped")
+        let_go()
+        r = self.run_redlock(self.global_args + ["reap", "--dry-run"])
+        self.assertStatus(r, 0)
+        self.assertTrue(os.path.isdir(left), "reap --dry-run removed a cgroup")
+        r = self.run_redlock(self.global_args + ["reap"])
+        self.assertStatus(r, 0)
+        self.assertIn("redlock: removed 1 empty cgroup of runs killed with their watchdogs",
+                      r.stderr)
+        self.assertFalse(os.path.exists(left), f"{left} left behind by reap")
 
     def test_a_dead_watchdog_makes_redlock_stop_program_and_fail(self):
         proc, d, pids = self.start_tree("nodog")

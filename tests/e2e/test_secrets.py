@@ -7,6 +7,9 @@ metadata hash in Redis and on what status shows, text and JSON.
 """
 
 import json
+import os
+import shutil
+import signal
 import subprocess
 import unittest
 
@@ -81,6 +84,59 @@ class SecretsTest(E2ETest):
         self.assertNoSecret(" ".join(self.meta_values("other")))
         open(f"{hold}/go", "w").close()
         self.assertEqual(proc.wait(30), 0)
+
+
+NOBODY = 65534
+
+
+class OutOfReachTest(E2ETest):
+    """A run keeps its servers' passwords in memory and in its will (a memfd its watchdog
+    holds): PROGRAM, which runs as the same user, must not read them through
+    /proc/$PPID/fd or /proc/$PPID/mem. Run as an unprivileged user: root reads anything."""
+
+    def setUp(self):
+        super().setUp()
+        if os.geteuid() != 0 or not shutil.which("setpriv"):
+            self.skipTest("needs root and setpriv(1) to run redlock as another user")
+        self.server = self.redis_server(requirepass=PASSWORD)
+        os.chmod(self.tmp, 0o755)
+        self.shared = self.mkdtemp("shared-")
+        os.chmod(self.shared, 0o777)
+        self.config = self.write_file("c.toml", f'[[servers]]\nurl = "{self.server.url()}"\n'
+                                                 'password_env = "JOB_REDIS_PW"\n', mode=0o644)
+
+    def start_as_nobody(self, args):
+        env = self.env({"JOB_REDIS_PW": PASSWORD, "REDLOCK_NO_CGROUP": "1",
+                        "HOME": self.shared, "XDG_CONFIG_HOME": self.shared})
+        proc = subprocess.Popen(
+            ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--",
+             REDLOCK_BIN, "-c", self.config] + args,
+            env=env, cwd=self.shared, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, start_new_session=True)
+        self.addCleanup(lambda: proc.poll() is None and (proc.kill(), proc.wait()))
+        return proc
+
+    def test_program_cannot_read_the_runs_will_or_memory(self):
+        seen = os.path.join(self.shared, "seen")
+        probe = ('for f in /proc/$PPID/fd/* /proc/$PPID/mem; do '
+                 'if head -c 1 "$f" >/dev/null 2>&1; then echo "read $f"; fi; done > "$1"; '
+                 'ls /proc/$PPID/fd >/dev/null 2>&1 && echo listed >> "$1"; :')
+        proc = self.start_as_nobody(["run", "-k", "reach", "--", "sh", "-c", probe, "sh", seen])
+        out, err = proc.communicate(timeout=30 * SLACK)
+        self.assertEqual(proc.returncode, 0, err)
+        with open(seen) as f:
+            self.assertEqual(f.read(), "", "PROGRAM read what redlock holds")
+
+    def test_the_watchdog_still_frees_a_killed_runs_lock(self):
+        # Not dumpable, redlock's /proc files belong to root: the watchdog, which runs as
+        # the same user, must still read its tree there, or no kill would be proven.
+        proc = self.start_as_nobody(["run", "-k", "reach", "-t", "60s", "--", "sleep", "600"])
+        wait_until(lambda: self.server.command("EXISTS", "{lock:reach}:meta"),
+                   15, message="the lock")
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+        wait_until(lambda: not self.server.command("EXISTS", "lock:reach"),
+                   10, message="the lock freed long before its 60 s ttl")
 
 
 if __name__ == "__main__":

@@ -6,12 +6,14 @@
 #include "fleet/read.hpp"
 #include "lock/keys.hpp"
 #include "lock/lock_helpers.hpp"
+#include "support/fake_server.hpp"
 #include "support/redis_server.hpp"
 
 using redlock::fleet::Counters;
 using redlock::fleet::LockReader;
 using redlock::fleet::parse_counters;
 using redlock::lock::LockState;
+using redlock::test::FakeServer;
 using redlock::test::RedisServer;
 
 namespace {
@@ -46,6 +48,47 @@ TEST_CASE("the counters hash is read field by field, unknown fields skipped") {
     CHECK(c.durations[9] == 2); // 3600 s
     CHECK(c.durations.back() == 4);
     CHECK(c.duration_sum_ms == 12345);
+}
+
+TEST_CASE("counts and times past belief in the counters hash are unknown") {
+    const std::string big = "9223372036854775807";
+    const auto c = parse_counters({{"runs:ran", "3"},
+                                   {"runs:lost", "9007199254740993"}, // 2^53 + 1
+                                   {"runs:failed", "-5"},
+                                   {"d:1", big},
+                                   {"d:10", "2"},
+                                   {"duration_ms", big},
+                                   {"last_success_ms", big},
+                                   {"last_run_ms", "-1"},
+                                   {"slot_ms", big}});
+    CHECK(c.runs == std::map<std::string, long long>{{"ran", 3}});
+    CHECK(c.durations.front() == 0);
+    CHECK(c.durations[2] == 2);
+    CHECK_FALSE(c.duration_sum_ms);
+    CHECK_FALSE(c.last_success_ms);
+    CHECK_FALSE(c.last_run_ms);
+    CHECK_FALSE(c.slot_ms);
+}
+
+TEST_CASE("a server's absurd counts of waiters are bounded, not added past 2^63") {
+    // The read script's reply (fleet/read_script.hpp) from a server that is not Redis: a
+    // held lock with 2^63-1 waiters listed, in the queue and listening.
+    FakeServer server([](const FakeServer::Peer& peer) {
+        const std::string big = ":9223372036854775807\r\n";
+        (void)peer.send("$40\r\n" + std::string(40, 'a') + "\r\n" + "*13\r\n$6\r\nstring\r\n" +
+                        "$3\r\ntok\r\n:30000\r\n$0\r\n\r\n$-1\r\n$0\r\n\r\n" + big + big + big +
+                        "$0\r\n\r\n$0\r\n\r\n$-1\r\n*0\r\n");
+    });
+    redlock::config::Config config;
+    config.servers.push_back(redlock::test::server_config(server.url()));
+    LockReader reader(config);
+    const std::vector<std::string> names{"job"};
+    const auto reading = reader.read(names);
+    REQUIRE(reading.locks.size() == 1);
+    CHECK(reading.errors == std::vector<std::string>{""});
+    CHECK(reading.locks[0].view.state == LockState::held);
+    CHECK(reading.locks[0].waiters == 0);
+    CHECK(reading.locks[0].queue == 0);
 }
 
 TEST_CASE("counters of several servers combine as the largest of each") {

@@ -127,12 +127,15 @@ TEST_CASE("a will follows the run: each attempt's token, then acquired, then end
     REQUIRE(read);
     CHECK(read->state.phase == Phase::holding);
     CHECK(read->state.acquired == at);
-    will->ended(job::Outcome::lost, 143);
+    CHECK_FALSE(read->state.ended);
+    const auto end = at + std::chrono::milliseconds(2500);
+    will->ended(job::Outcome::lost, 143, end);
     read = job::read_will(will->fd());
     REQUIRE(read);
     CHECK(read->state.phase == Phase::ended);
     CHECK(read->state.outcome == job::Outcome::lost);
     CHECK(read->state.status == 143);
+    CHECK(read->state.ended == end);
 }
 
 TEST_CASE("a will carries the watchdog's verdict on PROGRAM's tree") {

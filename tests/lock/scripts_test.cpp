@@ -1,4 +1,5 @@
 #include <array>
+#include <chrono>
 #include <set>
 #include <string>
 #include <string_view>
@@ -737,6 +738,29 @@ bool is_fence(const std::string& reply) {
     return !reply.empty() && reply.find_first_not_of("0123456789") == std::string::npos &&
            std::stoll(reply) >= 1;
 }
+// Whether the server has Redis 7's PEXPIRETIME (and PEXPIREAT GT, SET PXAT); Redis 6 has not.
+bool has_pexpiretime(const RedisServer& server) {
+    return !server.command({"PEXPIRETIME", "lock:x"}).starts_with("(error)");
+}
+// The name's set and its limit expire together: in the same ms where the script gives both
+// the same instant (Redis 7); on Redis 6, which has no SET PXAT, the limit at most a few ms
+// after the set (its PX counts from the script's TIME), never before.
+void check_limit_expires_with_the_set(const RedisServer& server) {
+    if (has_pexpiretime(server)) {
+        CHECK(server.command({"PEXPIRETIME", "lock:x"}) ==
+              server.command({"PEXPIRETIME", "{lock:x}:limit"}));
+        return;
+    }
+    const auto both =
+        server.command({"EVAL", "return {redis.call('pttl', KEYS[1]), redis.call('pttl', KEYS[2])}",
+                        "2", "lock:x", "{lock:x}:limit"});
+    const auto comma = both.find(',');
+    const long long set = std::stoll(both.substr(1, comma - 1));
+    const long long limit = std::stoll(both.substr(comma + 2));
+    CHECK(set > 0);
+    CHECK(limit >= set);
+    CHECK(limit <= set + 100);
+}
 } // namespace
 
 TEST_CASE("a permit is one lock of its own, and the name's set tracks its holders") {
@@ -754,8 +778,7 @@ TEST_CASE("a permit is one lock of its own, and the name's set tracks its holder
     auto pttl = std::stoll(server.command({"PTTL", "lock:x"}));
     CHECK(pttl > 50000);
     CHECK(pttl <= 60000 + 60000 / 16);
-    CHECK(server.command({"PEXPIRETIME", "lock:x"}) ==
-          server.command({"PEXPIRETIME", "{lock:x}:limit"}));
+    check_limit_expires_with_the_set(server);
     // The permit's counter goes on in the name's record, which the history's age keeps.
     REQUIRE(permit_call(server, redlock::lock::k_release_permit_script, 1, {"a"}) == "1");
     CHECK(take(server, 1, "d") == std::to_string(std::stoll(a) + 1));
@@ -907,6 +930,14 @@ TEST_CASE("acquisitions within a sixteenth of a lease move the set's expiry once
     REQUIRE(is_fence(take(server, 2, "b")));
     REQUIRE(is_fence(take(server, 3, "c")));
     const auto stats = server.command({"INFO", "commandstats"});
+    if (!has_pexpiretime(server)) {
+        // Redis 6 has no GT: each acquisition moves both to the longest lease held.
+        const auto pttl = std::stoll(server.command({"PTTL", "lock:x"}));
+        CHECK(pttl > 50000);
+        CHECK(pttl <= 60000);
+        check_limit_expires_with_the_set(server);
+        return;
+    }
     CHECK(stats.find("cmdstat_pexpireat:calls=2,") != std::string::npos); // the set's alone
     CHECK(server.command({"PEXPIRETIME", "lock:x"}) == at);
     CHECK(server.command({"PEXPIRETIME", "{lock:x}:limit"}) == at);
@@ -985,15 +1016,17 @@ TEST_CASE("a renewal that cuts the lease short says so on the channel, one that 
 
 namespace {
 // The history script recording an entry of `fields` (field, value, ...) for lock:x, held
-// `held_ms`, keeping `keep` entries for 60 s.
+// `held_ms`, keeping `keep` entries for 60 s, of a run that ended at `ended` (ms since the
+// Unix epoch; "": when it arrives).
 std::string record(const RedisServer& server, std::vector<std::string> fields,
-                   const std::string& held_ms = "0", const std::string& keep = "10") {
+                   const std::string& held_ms = "0", const std::string& keep = "10",
+                   const std::string& ended = "") {
     std::string packed;
     for (const auto& f : fields)
         packed += f + '\0';
     return server.command({"EVAL", std::string(redlock::lock::k_history_script.source), "3",
                            "{lock:x}:fence", "lock:x", "{lock:x}:meta", "run", "tok", keep,
-                           "60000", "0", held_ms, packed});
+                           "60000", "0", held_ms, packed, ended});
 }
 // A field of lock:x's record.
 std::string field(const RedisServer& server, const std::string& name) {
@@ -1004,6 +1037,14 @@ std::string page(const RedisServer& server, const std::string& from = "+",
                  const std::string& count = "100") {
     return server.command({"EVAL", std::string(redlock::lock::k_history_page_script.source), "1",
                            "{lock:x}:fence", from, count, "65536", "1048576"});
+}
+// A time counter of lock:x's record (ms since the Unix epoch).
+long long stat_ms(const RedisServer& server, const std::string& name) {
+    return std::stoll(field(server, name));
+}
+// The started_ms of the newest entry of lock:x's history.
+long long newest_start(const RedisServer& server) {
+    return std::stoll(record_list(server, "e").at(1));
 }
 } // namespace
 
@@ -1104,6 +1145,35 @@ TEST_CASE("with history = 0 nothing is written") {
     CHECK(server.command({"EXISTS", "{lock:x}:fence"}) == "0");
 }
 
+TEST_CASE("about one write in eight drops the entries older than the age, and only those") {
+    RedisServer server;
+    // Two entries of runs that ended in 1970 (ms since the epoch), the older entries 1 and 2
+    // once two more are written, and runs until a write falls on a ms that trims (by the
+    // server's clock, a multiple of eight).
+    REQUIRE(record(server, {"run", "old1", "outcome", "ran", "status", "0"}, "0", "100",
+                   "1000") == "1");
+    REQUIRE(record(server, {"run", "old2", "outcome", "ran", "status", "0"}, "0", "100",
+                   "2000") == "1");
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    int written = 0;
+    while ((written < 2 || field(server, "2") != "(nil)") &&
+           std::chrono::steady_clock::now() < deadline) {
+        // A new run id each time: one run's entry is recorded once.
+        const std::string run = "r" + std::to_string(written);
+        REQUIRE(record(server, {"run", run, "outcome", "ran", "status", "0"}, "10", "100") ==
+                "1");
+        ++written;
+    }
+    CHECK(field(server, "1") == "(nil)");
+    CHECK(field(server, "2") == "(nil)");
+    const auto all = page(server);
+    CHECK(all.find("old") == std::string::npos);
+    size_t entries = 0;
+    for (size_t at = all.find("run, r"); at != std::string::npos; at = all.find("run, r", at + 1))
+        ++entries;
+    CHECK(entries == static_cast<size_t>(written));
+}
+
 TEST_CASE("the history script's duration buckets are the exporter's") {
     std::string bounds;
     for (auto b : redlock::fleet::k_duration_buckets)
@@ -1150,15 +1220,64 @@ TEST_CASE("a run's entry sent twice is recorded once, in the history and the cou
     CHECK(field(server, "d5") == "1");
     CHECK(field(server, "ds") == "1500");
     CHECK(field(server, "ids") == "a");
-    // The ids of the eight newest entries are kept, no more.
-    for (const char* run : {"c", "d", "e", "f", "g", "h", "i", "j"})
+    // The ids of the five entries before the newest are kept, no more, and of each its first
+    // 12 digits: the record stays a listpack (a ziplist before Redis 7).
+    for (const char* run : {"d00000000000000d", "e00000000000000e", "f00000000000000f",
+                            "a00000000000000a", "b00000000000000b"})
         CHECK(record(server, {"run", run, "outcome", "ran", "status", "0"}) == "1");
-    CHECK(field(server, "ids") == "i h g f e d c");
-    CHECK(record(server, {"run", "c", "outcome", "ran", "status", "0"}) == "0");
-    CHECK(record(server, {"run", "b", "outcome", "ran", "status", "0"}) == "1");
-    CHECK(field(server, "r:ran") == "9");
+    CHECK(field(server, "ids") == "a00000000000 f00000000000 e00000000000 d00000000000 b");
+    const auto encoding = server.command({"OBJECT", "ENCODING", "{lock:x}:fence"});
+    CHECK((encoding == "listpack" || encoding == "ziplist"));
+    CHECK(record(server, {"run", "a00000000000000a", "outcome", "ran", "status", "0"}) == "0");
+    CHECK(record(server, {"run", "b00000000000000b", "outcome", "ran", "status", "0"}) == "0");
+    CHECK(record(server, {"run", "c", "outcome", "ran", "status", "0"}) == "1");
+    CHECK(field(server, "r:ran") == "6");
     CHECK(field(server, "r:failed") == "1");
     CHECK(field(server, "r:killed") == "(nil)");
+}
+
+TEST_CASE("an entry that arrives late says when its run ended, and moves no last run or "
+          "success back") {
+    RedisServer server;
+    // A run that ended a minute ago, whose release this server gets only now (it was frozen).
+    const long long ended = server_ms(server) - 60000;
+    CHECK(record(server, {"run", "a", "outcome", "ran", "status", "0"}, "1500", "10",
+                 std::to_string(ended)) == "1");
+    CHECK(newest_start(server) == ended - 1500);
+    // An earlier run's entry that arrives after it has its own times; a's, counted now, are
+    // the last run and success.
+    CHECK(record(server, {"run", "b", "outcome", "ran", "status", "0"}, "10", "10",
+                 std::to_string(ended - 5000)) == "1");
+    CHECK(newest_start(server) == ended - 5010);
+    CHECK(stat_ms(server, "lr") == ended);
+    CHECK(stat_ms(server, "ls") == ended);
+    // Counting b moves neither back; a later failure (counted once it is not the newest)
+    // moves the last run only.
+    CHECK(record(server, {"run", "c", "outcome", "ran", "status", "1"}, "10", "10",
+                 std::to_string(ended + 1000)) == "1");
+    CHECK(stat_ms(server, "lr") == ended);
+    CHECK(stat_ms(server, "ls") == ended);
+    // An end in the server's future (a host clock ahead), or one that is not a time, is the
+    // server's TIME on arrival.
+    for (const std::string& bad :
+         std::vector<std::string>{std::to_string(server_ms(server) + 3600000), "banana", "-5"}) {
+        const long long before = server_ms(server);
+        CHECK(record(server, {"run", "d" + bad, "outcome", "ran", "status", "1"}, "10", "10",
+                     bad) == "1");
+        const long long after = server_ms(server);
+        CHECK(newest_start(server) >= before - 10);
+        CHECK(newest_start(server) <= after - 10);
+    }
+    CHECK(stat_ms(server, "lr") >= ended + 1000);
+    CHECK(stat_ms(server, "ls") == ended);
+    // A last success past the server's TIME is no time a run ended (the clock was stepped
+    // back, or someone wrote it): a run's end replaces it.
+    server.command({"HSET", "{lock:x}:fence", "ls", std::to_string(server_ms(server) + 86400000)});
+    const long long now = server_ms(server) - 1000;
+    CHECK(record(server, {"run", "e", "outcome", "ran", "status", "0"}, "10", "10",
+                 std::to_string(now)) == "1");
+    CHECK(record(server, {"run", "f", "outcome", "ran", "status", "1"}) == "1");
+    CHECK(stat_ms(server, "ls") == now);
 }
 
 TEST_CASE("a --once-per run's newest entry says who ran the slot, and the slot record takes it "

@@ -17,6 +17,7 @@ TARBALL_FILES = [
     "bin/redlock",
     "share/man/man1/redlock.1.gz",
     "share/man/man5/redlock.toml.5.gz",
+    "share/man/man5/redlock-cron.5.gz",
     "share/bash-completion/completions/redlock",
     "share/zsh/vendor-completions/_redlock",
     "share/fish/vendor_completions.d/redlock.fish",
@@ -134,6 +135,7 @@ class Rpms(unittest.TestCase):
                 files = self.query(arch, "-l").split()
                 for path in ["/usr/bin/redlock", "/usr/share/man/man1/redlock.1.gz",
                              "/usr/share/man/man5/redlock.toml.5.gz",
+                             "/usr/share/man/man5/redlock-cron.5.gz",
                              "/usr/share/bash-completion/completions/redlock",
                              "/usr/share/zsh/site-functions/_redlock",
                              "/usr/share/fish/vendor_completions.d/redlock.fish",

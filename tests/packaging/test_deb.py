@@ -14,6 +14,7 @@ EXPECTED = [
     "usr/bin/redlock",
     "usr/share/man/man1/redlock.1.gz",
     "usr/share/man/man5/redlock.toml.5.gz",
+    "usr/share/man/man5/redlock-cron.5.gz",
     "usr/share/doc/redlock/copyright",
     "usr/share/doc/redlock/changelog.gz",
     "usr/share/bash-completion/completions/redlock",

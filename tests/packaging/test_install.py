@@ -14,6 +14,7 @@ EXPECTED = [
     "bin/redlock",
     "share/man/man1/redlock.1.gz",
     "share/man/man5/redlock.toml.5.gz",
+    "share/man/man5/redlock-cron.5.gz",
     "share/doc/redlock/copyright",
     "share/doc/redlock/changelog.gz",
     "share/bash-completion/completions/redlock",

@@ -6,7 +6,7 @@ import re
 import unittest
 
 import support
-from support import MAN1, MAN5
+from support import MAN1, MAN5, MAN5_CRON
 
 
 class ManPageCoversTheCli(unittest.TestCase):
@@ -60,6 +60,17 @@ class ManPageCoversTheCli(unittest.TestCase):
         tags = set(re.findall(r"^\.TP\n\.B \[*([a-z_]+)\]*$", text, re.M))
         self.assertEqual(sorted(keys - tags), [], "config keys without a .TP entry in redlock.toml.5")
 
+    def test_redlock_cron_5_documents_every_setting_the_crontab_reader_accepts(self):
+        with open(os.path.join(support.SOURCE_DIR, "src", "cron", "settings.cpp")) as f:
+            source = f.read()
+        match = re.search(r"k_keys\s*=\s*\{(.*?)\};", source, re.S)
+        self.assertIsNotNone(match, "k_keys not found in settings.cpp")
+        keys = set(re.findall(r'"([a-z-]+)"sv', match.group(1)))
+        self.assertIn("catch-up", keys)
+        section = support.man_sections(MAN5_CRON)["SETTINGS"].replace("\\-", "-")
+        tags = set(re.findall(r"^\.B[IR]? ([a-z-]+)\b", section, re.M))
+        self.assertEqual(sorted(keys - tags), [], "settings without a .TP entry in redlock-cron.5")
+
     def test_redlock_toml_5_documents_every_key_of_the_example_config(self):
         with open(os.path.join(support.SOURCE_DIR, "config.example.toml")) as f:
             example = f.read()
@@ -112,7 +123,7 @@ class DocsAgree(unittest.TestCase):
 class ManPagesRenderCleanly(unittest.TestCase):
     def test_groff_ww_gives_no_warnings(self):
         groff = support.require_tool(self, "groff")
-        for page in [MAN1, MAN5]:
+        for page in [MAN1, MAN5, MAN5_CRON]:
             with self.subTest(page=os.path.basename(page)):
                 result = support.run([groff, "-man", "-ww", "-z", page], timeout=60)
                 self.assertEqual(result.stderr, "")
@@ -122,7 +133,7 @@ class ManPagesRenderCleanly(unittest.TestCase):
         env = support.clean_env()
         env["MANWIDTH"] = "80"
         env["MAN_KEEP_FORMATTING"] = "0"
-        for page in [MAN1, MAN5]:
+        for page in [MAN1, MAN5, MAN5_CRON]:
             with self.subTest(page=os.path.basename(page)):
                 result = support.run([man, "--warnings=w", "-l", page], timeout=60, env=env)
                 self.assertEqual(result.stderr, "")

@@ -43,6 +43,16 @@ TEST_CASE("authentication and ACL errors are told apart, old servers' wordings t
                      "subcommand script: abc") == ErrorCode::script_noperm);
     CHECK(error_code("ERR The user executing the script can't access at least one of the "
                      "keys mentioned in the command") == ErrorCode::script_noperm);
+    // Redis 8 and Valkey 8.
+    CHECK(error_code("ERR ACL failure in script: User locker has no permissions to run the "
+                     "'del' command script: 875cea9e, on @user_script:3.") ==
+          ErrorCode::script_noperm);
+    CHECK(error_code("ERR ACL failure in script: No permissions to access a key script: "
+                     "875cea9e, on @user_script:1.") == ErrorCode::script_noperm);
+    // Redis 6.0.
+    CHECK(error_code("ERR Error running script (call to f_5f85): @user_script:1: @user_script: "
+                     "1: The user executing the script can't run this command or subcommand") ==
+          ErrorCode::script_noperm);
 }
 
 TEST_CASE("a refusal before a command ran says so; a script's refusal came after it wrote") {

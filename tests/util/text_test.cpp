@@ -1,3 +1,4 @@
+#include <array>
 #include <string>
 #include <string_view>
 
@@ -7,7 +8,9 @@
 
 using namespace std::string_literals;
 using redlock::util::clip;
+using redlock::util::closest_word;
 using redlock::util::printable;
+using redlock::util::skip_blanks;
 using redlock::util::utf8_sequence_length;
 
 TEST_CASE("utf8_sequence_length accepts well-formed sequences of every length") {
@@ -60,4 +63,21 @@ TEST_CASE("clip cuts at a character boundary and marks the cut") {
     // "é" is two bytes: cutting after its first byte would leave invalid UTF-8.
     CHECK(clip("abc\xc3\xa9xyz", 5) == "abc~");
     CHECK(clip("abc\xc3\xa9xyz", 6) == "abc\xc3\xa9~");
+}
+
+TEST_CASE("skip_blanks passes spaces and tabs only") {
+    CHECK(skip_blanks("  \t x", 0) == 4);
+    CHECK(skip_blanks("a  b", 1) == 3);
+    CHECK(skip_blanks("a\nb", 1) == 1);
+    CHECK(skip_blanks("a  ", 1) == 3);
+    CHECK(skip_blanks("", 0) == 0);
+}
+
+TEST_CASE("closest_word names a likely typo, never a far or shorter word") {
+    using namespace std::string_view_literals;
+    constexpr std::array known = {"name"sv, "timeout"sv, "jitter"sv};
+    CHECK(closest_word("nmae", known) == "name");
+    CHECK(closest_word("timout", known) == "timeout");
+    CHECK(closest_word("colour", known) == std::nullopt);
+    CHECK(closest_word("x", known) == std::nullopt);
 }
