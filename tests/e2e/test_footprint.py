@@ -30,9 +30,11 @@ class FootprintTest(E2ETest):
         self.assertStatus(r, 0)
         return int(r.stdout)
 
-    def assertOneRecord(self, name, longest_ms=AGE_MS + AGE_MS // 16):
+    def assertOneRecord(self, name, longest_ms=AGE_MS + AGE_MS // 16, compact=True):
         """On every server: the record alone (once the stragglers' requests ran), expiring
-        after the age at least and `longest_ms` at most."""
+        after the age at least and `longest_ms` at most; `compact`: in Redis's compact
+        encoding (an entry of more than 252 bytes, a long command, is stored whole, and a
+        record that holds one is not: Holder's command is one)."""
         for s in self.redis:
             key = record_key(name)
             wait_until(lambda: sorted(s.command("KEYS", f"*{name}*")) == [key], 10,
@@ -40,8 +42,9 @@ class FootprintTest(E2ETest):
             pttl = s.command("PTTL", key)
             self.assertGreater(pttl, AGE_MS - 60000, s.url())
             self.assertLessEqual(pttl, longest_ms, s.url())
-            encoding = s.command("OBJECT", "ENCODING", key)
-            self.assertIn(encoding, ("listpack", "ziplist"), s.url())
+            if compact:
+                encoding = s.command("OBJECT", "ENCODING", key)
+                self.assertIn(encoding, ("listpack", "ziplist"), s.url())
 
     def test_a_run_leaves_its_record_alone_and_it_expires(self):
         self.run_once("plain")
@@ -57,7 +60,7 @@ class FootprintTest(E2ETest):
                    message="the waiter to enlist", proc=waiter)
         self.assertEqual(holder.release(), 0)
         self.assertEqual(waiter.wait(30), 0, waiter.stderr)
-        self.assertOneRecord("waited")
+        self.assertOneRecord("waited", compact=False)
 
     def test_limit_leaves_the_record_alone_with_the_permits_counters(self):
         for _ in range(2):
@@ -74,7 +77,7 @@ class FootprintTest(E2ETest):
                    message="the waiter to join the queue", proc=waiter)
         self.assertEqual(holder.release(), 0)
         self.assertEqual(waiter.wait(30), 0, waiter.stderr)
-        self.assertOneRecord("line")
+        self.assertOneRecord("line", compact=False)
 
     def test_once_per_keeps_the_record_two_slots_if_longer(self):
         self.run_once("daily", "--once-per", "2h")
@@ -98,16 +101,13 @@ class FootprintTest(E2ETest):
         self.assertEqual(fences[:3], [fences[0], fences[0] + 1, fences[0] + 2])
         self.assertGreater(fences[3], fences[2])
 
-    def test_status_and_list_read_a_name_by_its_record(self):
-        self.run_once("seen")
+    def test_status_reads_a_free_name_by_its_record(self):
+        fence = self.run_once("seen")
         r = self.run_redlock(["-c", self.config(), "status", "--json", "seen"])
         self.assertStatus(r, 0)
         lock = json.loads(r.stdout)["locks"][0]
         self.assertEqual(lock["state"], "free")
-        self.assertIsNotNone(lock["fence"])
-        r = self.run_redlock(["-c", self.config(), "list"])
-        self.assertStatus(r, 0)
-        self.assertIn("seen", r.stdout)
+        self.assertEqual(lock["fence"], fence)
 
 
 class FootprintThreeServersTest(FootprintTest):
