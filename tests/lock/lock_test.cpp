@@ -324,10 +324,14 @@ TEST_CASE("acquiring without the password a server requires is an auth error") {
     auto result = lock.acquire();
     REQUIRE_FALSE(result);
     CHECK(result.error().kind == ErrorKind::auth);
-    CHECK(result.error().message ==
-          "127.0.0.1:" + std::to_string(server.port()) +
-              ": the server requires a password and none was given (NOAUTH Authentication "
-              "required.)");
+    // The server's own words after ours: NOAUTH, or (Redis 7, to a command of more than 10
+    // arguments, as an acquisition is) a protocol error.
+    const std::string said = "127.0.0.1:" + std::to_string(server.port()) +
+                             ": the server requires a password and none was given (";
+    CHECK(result.error().message.starts_with(said));
+    const std::string cause = result.error().message.substr(said.size());
+    CHECK((cause == "NOAUTH Authentication required.)" ||
+           cause == "ERR Protocol error: unauthenticated multibulk length)"));
 }
 
 TEST_CASE("an ACL user without access to the lock key is refused with an auth error") {
