@@ -240,8 +240,8 @@ std::vector<AclProbe> acl_dryrun_probes(const ProbeKeys& k, const config::Server
 
     const std::vector<std::string> permit_keys{k.permit, k.permit_meta, k.record,
                                                k.lock,   k.limit,       k.old_permit_fence};
-    add(limit, script(lock::k_acquire_permit_script, permit_keys,
-                      {token, k_ttl, k_ttl, "0", "f1", "2"}));
+    add(limit,
+        script(lock::k_acquire_permit_script, permit_keys, {token, k_ttl, k_ttl, "0", "f1", "2"}));
     add(limit, {"TYPE", k.lock});
     add(limit, {"TIME"});
     add(limit, {"ZREMRANGEBYSCORE", k.lock, "-inf", "0"});
@@ -372,13 +372,13 @@ std::vector<AclProbe> acl_probe_round2(const ProbeKeys& k, const std::string& to
     const std::vector<std::string> permit_keys{k.permit, k.permit_meta, k.record,
                                                k.lock,   k.limit,       k.old_permit_fence};
     const std::vector<std::string> release_keys{k.lock, k.meta, k.record, k.waiters, k.queue};
-    const std::vector<std::string> permit_release_keys{
-        k.permit, k.permit_meta, k.record, k.lock, k.limit, k.waiters, k.queue};
+    const std::vector<std::string> permit_release_keys{k.permit, k.permit_meta, k.record, k.lock,
+                                                       k.limit,  k.waiters,     k.queue};
     std::vector<AclProbe> out;
-    out.push_back({run,
-                   script(lock::k_fence_script, lock_keys,
-                          {token, std::to_string(fence), "f", k_ttl, "0"}),
-                   calls_of(lock::k_fence_script), lock_keys});
+    out.push_back(
+        {run,
+         script(lock::k_fence_script, lock_keys, {token, std::to_string(fence), "f", k_ttl, "0"}),
+         calls_of(lock::k_fence_script), lock_keys});
     const std::vector<std::string> slot_keys{k.lock, k.record, k.old_slot};
     out.push_back({once_per,
                    script(lock::k_claim_slot_script, slot_keys,
@@ -394,8 +394,8 @@ std::vector<AclProbe> acl_probe_round2(const ProbeKeys& k, const std::string& to
     // its release, and leaving the queue.
     out.push_back({fair,
                    script(lock::k_acquire_script, fair_keys,
-                          {token, k_ttl, k_ttl, "0", "f", "1", k_ttl, token, k.wake,
-                           k_holder_field, k_holder_value}),
+                          {token, k_ttl, k_ttl, "0", "f", "1", k_ttl, token, k.wake, k_holder_field,
+                           k_holder_value}),
                    fair_calls_of(lock::k_acquire_script), fair_keys});
     out.push_back({fair, script(lock::k_release_script, release_keys, {token, k.channel, k.wake}),
                    calls_of(lock::k_release_script), release_keys});

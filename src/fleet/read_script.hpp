@@ -26,10 +26,10 @@
 
 namespace redlock::fleet {
 
-inline constexpr auto k_read_text = lock::compose(
-    lock::k_blob, lock::k_entry_fields, lock::k_slot_fields, lock::k_run_counters,
-    lock::fragment(
-        R"lua(local cap = tonumber(ARGV[2])
+inline constexpr auto k_read_text =
+    lock::compose(lock::k_blob, lock::k_entry_fields, lock::k_slot_fields, lock::k_run_counters,
+                  lock::fragment(
+                      R"lua(local cap = tonumber(ARGV[2])
 local function clip(v)
   if type(v) == "string" and #v > cap then return string.sub(v, 1, cap) end
   return v
@@ -98,8 +98,8 @@ else
   counters = pack(out, 256)
 end
 return {kind, token, pttl, meta, clip(fence), slot, count(redis.pcall("zcard", KEYS[4])), count(redis.pcall("zcard", KEYS[5])), numsub, counters, latest, clip(limit), permits})lua",
-        {.calls = {"type", "get", "pttl", "time", "zrangebyscore"},
-         .pcalls = {"hgetall", "get", "pubsub", "hmget", "zcard"}}));
+                      {.calls = {"type", "get", "pttl", "time", "zrangebyscore"},
+                       .pcalls = {"hgetall", "get", "pubsub", "hmget", "zcard"}}));
 inline constexpr lock::Script k_read_script = lock::script(k_read_text);
 
 // What follows the script (or its SHA1) in a call of it on the keys `k`: the number of

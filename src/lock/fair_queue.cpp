@@ -133,8 +133,7 @@ util::Expected<long long> Lock::take_ticket() {
             if (tail.elements == 2 && tail.element[1]->type == REDIS_REPLY_STRING) {
                 // A score as the queue holds it: a ticket (a whole number, at most 2^53).
                 const double score = std::strtod(tail.element[1]->str, nullptr);
-                last = score >= 0 && score < 9007199254740992.0 ? static_cast<long long>(score)
-                                                                : 0;
+                last = score >= 0 && score < 9007199254740992.0 ? static_cast<long long>(score) : 0;
             }
             tickets.push_back(last + 1);
         }

@@ -86,13 +86,19 @@ std::string history_command(const Keys& keys, const std::string& token,
         ended = std::to_string(
             std::chrono::floor<std::chrono::milliseconds>(wall.time_since_epoch()).count());
     }
-    std::vector<std::string_view> argv{"EVAL",      k_history_script.source,
-                                       "3",         keys.record,
-                                       keys.lock,   keys.meta,
+    std::vector<std::string_view> argv{"EVAL",
+                                       k_history_script.source,
+                                       "3",
+                                       keys.record,
+                                       keys.lock,
+                                       keys.meta,
                                        record.skip ? "skip" : "run",
-                                       token,       keep,
-                                       age,         waited,
-                                       held,        record.fields,
+                                       token,
+                                       keep,
+                                       age,
+                                       waited,
+                                       held,
+                                       record.fields,
                                        ended};
     return redis::encode_command(argv);
 }
@@ -109,9 +115,9 @@ struct Cursor {
 
 std::string page_call(const Keys& keys, const Cursor& cursor, size_t count, bool by_sha) {
     const auto n = std::to_string(std::min(count - cursor.runs, k_history_page_entries));
-    return script_call(k_history_page_script, by_sha, {keys.record},
-                       {cursor.from, n, std::to_string(k_max_history_entry),
-                        std::to_string(k_max_history_page)});
+    return script_call(
+        k_history_page_script, by_sha, {keys.record},
+        {cursor.from, n, std::to_string(k_max_history_entry), std::to_string(k_max_history_page)});
 }
 
 // Why server `c` could not be read, or nullopt when `reply` can be.

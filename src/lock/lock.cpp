@@ -21,8 +21,8 @@ using Vote = ServerResult::Vote;
 Lock::Lock(const std::vector<config::ServerConfig>& servers, Keys keys, std::string token,
            Millis ttl, std::vector<std::string> holder)
     : m_keys{keys.lock, keys.meta, keys.fence_field, keys.old_fence}, m_name(std::move(keys)),
-      m_token(std::move(token)),
-      m_waiter(util::random_token().substr(0, 16)), m_holder(std::move(holder)), m_ttl(ttl) {
+      m_token(std::move(token)), m_waiter(util::random_token().substr(0, 16)),
+      m_holder(std::move(holder)), m_ttl(ttl) {
     m_conns.reserve(servers.size());
     for (const auto& s : servers)
         m_conns.emplace_back(s);

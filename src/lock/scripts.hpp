@@ -37,13 +37,12 @@ namespace redlock::lock {
 // that gives out a fence calls it (so that a record lives the age after any fence it gave:
 // docs/safety.md, "Fencing tokens"), and the history's when the run did not (so that an
 // entry is kept the age). The one rule of how long what a name leaves lives: lock/keys.hpp.
-inline constexpr auto k_keep_record =
-    fragment(R"lua(local function keep_record(key, age, slot)
+inline constexpr auto k_keep_record = fragment(R"lua(local function keep_record(key, age, slot)
   age = tonumber(age)
   redis.call("pexpire", key, math.max(age + math.floor(age / 16), 2 * (tonumber(slot) or 0)))
 end
 )lua",
-             {.calls = {"pexpire"}});
+                                               {.calls = {"pexpire"}});
 
 // `number_text(s)`: whether `s` is a fence counter as HINCRBY writes it (no sign, no leading
 // zero, below 10^18).
@@ -68,9 +67,9 @@ end
 // costs a won attempt one command less (bench/crowd.sh counts them). (A Lua pcall around
 // redis.call, not redis.pcall: HINCRBY is a command the script needs, as doctor checks, not
 // one it may do without.)
-inline constexpr auto k_fence_take = join(
-    k_number_text, k_keep_record,
-    fragment(R"lua(local function take_fence(old)
+inline constexpr auto k_fence_take =
+    join(k_number_text, k_keep_record,
+         fragment(R"lua(local function take_fence(old)
   local function fail(why)
     redis.call("del", KEYS[1])
     return nil, redis.error_reply(why or ("ERR fence counter " .. KEYS[3] .. " is not a number"))
@@ -108,8 +107,8 @@ inline constexpr auto k_fence_take = join(
   return fence
 end
 )lua",
-             {.calls = {"hincrby", "type", "get", "del", "hset", "time", "hdel"},
-              .pcalls = {"hincrby"}}));
+                  {.calls = {"hincrby", "type", "get", "del", "hset", "time", "hdel"},
+                   .pcalls = {"hincrby"}}));
 
 // `now`: the server's TIME in ms since the Unix epoch.
 inline constexpr auto k_server_now = fragment(R"lua(local t = redis.call("time")
@@ -180,8 +179,8 @@ if #KEYS > 3 then first = 10 end
 // before the SET, not five commands. Another waiter's attempt knows the head from that
 // same look (with its ticket: a newcomer with a smaller one is the head now), and reads it
 // again only after dropping a silent one.
-inline constexpr auto k_fair_enrol =
-    fair_only(join(fragment(R"lua(local fair_head = false
+inline constexpr auto k_fair_enrol = fair_only(
+    join(fragment(R"lua(local fair_head = false
 local function attempted(now)
   redis.call("zadd", KEYS[5], now, ARGV[8])
   if redis.call("pttl", KEYS[4]) < tonumber(ARGV[7]) * 9 then
@@ -195,8 +194,8 @@ if #KEYS == 5 then
 end
 if #KEYS == 5 and not fair_head then
 )lua"),
-                   indented<k_server_now, 2>,
-                   fragment(R"lua(  local patience = tonumber(ARGV[7])
+         indented<k_server_now, 2>,
+         fragment(R"lua(  local patience = tonumber(ARGV[7])
   local fresh = redis.call("zadd", KEYS[4], "NX", ARGV[6], ARGV[8]) == 1
   attempted(now)
   local head = top[1]
@@ -227,9 +226,8 @@ if #KEYS == 5 and not fair_head then
   end
 end
 )lua",
-                            {.calls = {"zadd", "pttl", "pexpire", "zrange", "zscore", "zrank",
-                                       "zrem"},
-                             .pcalls = {"pubsub", "publish"}})));
+                  {.calls = {"zadd", "pttl", "pexpire", "zrange", "zscore", "zrank", "zrem"},
+                   .pcalls = {"pubsub", "publish"}})));
 // The head found the lock held (`pttl`, k_lock_pttl): its attempt is recorded now.
 inline constexpr auto k_fair_head_held =
     fair_only(join(fragment(R"lua(if fair_head and pttl ~= -2 then
@@ -324,16 +322,16 @@ inline constexpr Script k_acquire_script = script(k_acquire_text);
 // any. A counter that is not a number is an error, never read as 0, and the script stops
 // there, having written nothing. Returns 1 when the counter now holds our fence, 0 when the
 // token is gone or the counter is already higher.
-inline constexpr auto k_fence_text = compose(
-    k_number_text, k_keep_record, k_token_check,
-    fragment(R"lua(local fence = redis.call("hget", KEYS[3], ARGV[3])
+inline constexpr auto k_fence_text =
+    compose(k_number_text, k_keep_record, k_token_check,
+            fragment(R"lua(local fence = redis.call("hget", KEYS[3], ARGV[3])
 if fence and not number_text(fence) then return redis.error_reply("ERR fence counter " .. KEYS[3] .. " is not a number") end
 if fence and tonumber(fence) > tonumber(ARGV[2]) then return 0 end
 redis.call("hset", KEYS[3], ARGV[3], ARGV[2])
 keep_record(KEYS[3], ARGV[4], ARGV[5])
 if redis.call("exists", KEYS[2]) == 1 then redis.call("hset", KEYS[2], "fence", ARGV[2]) end
 return 1)lua",
-             {.calls = {"hget", "hset", "exists"}}));
+                     {.calls = {"hget", "hset", "exists"}}));
 inline constexpr Script k_fence_script = script(k_fence_text);
 
 // `wake(lists, prefix, payload, marks)`: wakes the first waiters of each of `lists` (the
@@ -614,7 +612,8 @@ end
 // have any number of fields of any size, and is read as far as it can be, never into a reply
 // too large to read. The --once-per record's the same way, its run's id as "token".
 inline constexpr auto k_inspect_text =
-    compose(k_blob, k_entry_fields, k_slot_fields, fragment(R"lua(local function fields(key, names)
+    compose(k_blob, k_entry_fields, k_slot_fields,
+            fragment(R"lua(local function fields(key, names)
   local values = redis.call("hmget", key, unpack(names))
   local out = {}
   for i, name in ipairs(names) do
@@ -645,8 +644,7 @@ else
 end
 if not token then return {false, -2, {}, fence, last} end
 return {token, redis.call("pttl", KEYS[1]), fields(KEYS[2], {"token", "host", "pid", "user", "command", "acquired_at", "ttl_ms", "process", "pidns", "nest", "machine", "boot", "fence"}), fence, last})lua",
-                                                                              {.calls = {"get", "hmget", "pttl"},
-                                                                               .pcalls = {"hmget", "get"}}));
+                     {.calls = {"get", "hmget", "pttl"}, .pcalls = {"hmget", "get"}}));
 inline constexpr Script k_inspect_script = script(k_inspect_text);
 
 // --once-per: claims the current slot for the run holding the lock (KEYS[1] the lock,
@@ -687,11 +685,12 @@ inline constexpr Script k_claim_slot_script = script(k_claim_slot_text);
 // the record stays, for status, but the slot is open again (k_claim_slot_script). Returns 1
 // recorded, 0 not its run's (expired, or a later slot's run).
 inline constexpr auto k_finish_slot_text =
-    compose(k_keep_record, k_blob, fragment(R"lua(local parts = redis.call("hmget", KEYS[1], "s", "s:2", "s:3", "s:4")
+    compose(k_keep_record, k_blob,
+            fragment(R"lua(local parts = redis.call("hmget", KEYS[1], "s", "s:2", "s:3", "s:4")
 local s = unblob(parts)
 if not s or s[3] ~= ARGV[1] then return 0 end
 )lua",
-                                            {.calls = {"hmget"}}),
+                     {.calls = {"hmget"}}),
             k_server_now,
             fragment(R"lua(for i = #s + 1, 7 do s[i] = "" end
 s[5], s[6] = now, ARGV[2]
@@ -889,9 +888,9 @@ inline constexpr Script k_fair_leave_script = script(k_fair_leave_text);
 // run's two entries, no other run can finish on a majority (the run's release was waiting
 // for one), only a few --limit holders' and the operator's. Refusals ("skip") are sent once,
 // and not looked at. Returns 1 when recorded, 0 when not.
-inline constexpr auto k_history_text = compose(
-    k_keep_record, k_blob, k_entry_fields, k_slot_fields, k_run_counters,
-    fragment(R"lua(local holder = false
+inline constexpr auto k_history_text =
+    compose(k_keep_record, k_blob, k_entry_fields, k_slot_fields, k_run_counters,
+            fragment(R"lua(local holder = false
 if ARGV[1] == "skip" then
   local kind = redis.call("type", KEYS[2]).ok
   if kind == "none" then return 0 end
@@ -903,9 +902,9 @@ if ARGV[1] == "skip" then
   end
 end
 )lua",
-             {.calls = {"type", "get", "zscore"}}),
-    k_server_now,
-    fragment(R"lua(local keep, age = tonumber(ARGV[3]), tonumber(ARGV[4])
+                     {.calls = {"type", "get", "zscore"}}),
+            k_server_now,
+            fragment(R"lua(local keep, age = tonumber(ARGV[3]), tonumber(ARGV[4])
 if keep < 1 then return 0 end
 local ended = tonumber(ARGV[8] or "")
 if not ended or ended < 0 or ended > now then ended = now end
@@ -993,7 +992,7 @@ if #del > 0 then redis.call("hdel", KEYS[1], unpack(del)) end
 if fresh or not e.outcome or idle[e.outcome] or tonumber(ARGV[6]) >= age / 16 then keep_record(KEYS[1], age, e.slot_ms) end
 redis.pcall("publish", "{" .. KEYS[2] .. "}:events", "run")
 return 1)lua",
-             {.calls = {"hmget", "hset", "hdel"}, .pcalls = {"publish"}}));
+                     {.calls = {"hmget", "hset", "hdel"}, .pcalls = {"publish"}}));
 inline constexpr Script k_history_script = script(k_history_text);
 
 // One page of a name's history, newest first (KEYS[1] the record; ARGV[1] the number of the
@@ -1005,10 +1004,10 @@ inline constexpr Script k_history_script = script(k_history_text);
 // (redis/reader.hpp) however large the entries or the page asked for. Returns {more,
 // entries}: more is 1 when the history goes on past them. 0.4's fence counter (a string)
 // has no history.
-inline constexpr auto k_history_page_text = compose(
-    k_blob, k_entry_fields,
-    fragment(
-        R"lua(local head = redis.pcall("hmget", KEYS[1], "h", "e")
+inline constexpr auto k_history_page_text =
+    compose(k_blob, k_entry_fields,
+            fragment(
+                R"lua(local head = redis.pcall("hmget", KEYS[1], "h", "e")
 if head.err then
   if redis.call("type", KEYS[1]).ok == "string" then return {0, {}} end
   return head
@@ -1043,7 +1042,7 @@ for n = from, lowest, -1 do
   end
 end
 return {lowest > oldest and 1 or 0, out})lua",
-        {.calls = {"type", "hmget"}, .pcalls = {"hmget"}}));
+                {.calls = {"type", "hmget"}, .pcalls = {"hmget"}}));
 inline constexpr Script k_history_page_script = script(k_history_page_text);
 
 } // namespace redlock::lock

@@ -112,7 +112,15 @@ TEST_CASE("a reading tells holder, waiters, counters and the newest run of each 
     // (its values in lock/scripts.hpp's k_entry_fields order): a reading counts it too.
     using namespace std::string_literals;
     server.command({"HSET", k.record, "f", "7", "r:ran", "2", "ls", "99", "e",
-                    "r1\0"s "5\0"s "0\0"s "0\0"s "ran\0"s "1\0"s "\0"s "\0"s "h0"});
+                    "r1\0"s
+                    "5\0"s
+                    "0\0"s
+                    "0\0"s
+                    "ran\0"s
+                    "1\0"s
+                    "\0"s
+                    "\0"s
+                    "h0"});
     // A name with a key of another type, one with nothing at all, and a semaphore.
     server.command({"HSET", "lock:odd", "a", "b"});
     const redlock::lock::Keys s("lock:", "sem");

@@ -146,8 +146,9 @@ std::vector<std::string> record_list(const RedisServer& server, const std::strin
     return out;
 }
 std::string inspect(const RedisServer& server, std::initializer_list<std::string> args) {
-    std::vector<std::string> argv{"EVAL", std::string(k_inspect_script.source), "3", "lock:x",
-                                  "{lock:x}:meta", "{lock:x}:fence"};
+    std::vector<std::string> argv{
+        "EVAL",          std::string(k_inspect_script.source), "3", "lock:x", "{lock:x}:meta",
+        "{lock:x}:fence"};
     argv.insert(argv.end(), args);
     return server.command(argv);
 }
@@ -189,8 +190,8 @@ TEST_CASE("the inspect script reads only the fields redlock knows, each clipped"
     server.command(many);
     many[1] = "{lock:x}:fence";
     server.command(many);
-    server.command(
-        {"HSET", "{lock:x}:fence", "s", joined({"3", "", "", "", "", "", "", std::string(5000, 'w')})});
+    server.command({"HSET", "{lock:x}:fence", "s",
+                    joined({"3", "", "", "", "", "", "", std::string(5000, 'w')})});
     const auto held = inspect(server, {"f", "slot"});
     CHECK(held.ends_with(", [token, tok, host, " + std::string(4096, 'h') + "], (nil), [slot, 3, " +
                          "host, " + std::string(4096, 'w') + "]]"));
@@ -223,9 +224,9 @@ long long server_ms(const RedisServer& server) {
 }
 // The --once-per record's value of `field` ("" when it has none).
 std::string slot_value(const RedisServer& server, const std::string& field) {
-    static const std::vector<std::string> fields{
-        "slot", "slot_ms", "run", "started_ms", "ended_ms", "status", "start_error",
-        "host", "pid",     "user", "command"};
+    static const std::vector<std::string> fields{"slot",     "slot_ms", "run",         "started_ms",
+                                                 "ended_ms", "status",  "start_error", "host",
+                                                 "pid",      "user",    "command"};
     const auto values = record_list(server, "s");
     const auto at = std::ranges::find(fields, field) - fields.begin();
     return static_cast<size_t>(at) < values.size() ? values[static_cast<size_t>(at)] : "";
@@ -295,9 +296,9 @@ TEST_CASE("a run starting just before its slot counts for that slot") {
 namespace {
 std::string finish(const RedisServer& server, const std::string& run, const std::string& status,
                    std::optional<std::string> error = std::nullopt) {
-    std::vector<std::string> argv{"EVAL", std::string(redlock::lock::k_finish_slot_script.source),
-                                  "1",    "{lock:x}:fence",
-                                  run,    status,
+    std::vector<std::string> argv{"EVAL",  std::string(redlock::lock::k_finish_slot_script.source),
+                                  "1",     "{lock:x}:fence",
+                                  run,     status,
                                   "60000", "1000"};
     if (error)
         argv.push_back(*error);
@@ -313,7 +314,8 @@ TEST_CASE("the end of a run is recorded only in its own slot record") {
     CHECK(slot_value(server, "status").empty());
     CHECK(finish(server, "run-1", "3") == "1");
     CHECK(slot_value(server, "status") == "3");
-    CHECK(std::stoll(slot_value(server, "ended_ms")) >= std::stoll(slot_value(server, "started_ms")));
+    CHECK(std::stoll(slot_value(server, "ended_ms")) >=
+          std::stoll(slot_value(server, "started_ms")));
     CHECK(slot_value(server, "host") == "h");
     // Kept from the end on.
     CHECK(std::stoll(server.command({"PTTL", "{lock:x}:fence"})) > 60000);
@@ -352,11 +354,16 @@ std::string eval(const RedisServer& server, const Script& script,
 // the record kept the history's age of 60 s, the fence in "f".
 std::string acquire(const RedisServer& server, const std::string& token,
                     std::initializer_list<std::string> holder = {}) {
-    std::vector<std::string> argv{"EVAL",   std::string(k_acquire_script.source),
-                                  "3",      "lock:x",
-                                  "{lock:x}:meta", "{lock:x}:fence",
-                                  token,    "60000",
-                                  "60000",  "0",
+    std::vector<std::string> argv{"EVAL",
+                                  std::string(k_acquire_script.source),
+                                  "3",
+                                  "lock:x",
+                                  "{lock:x}:meta",
+                                  "{lock:x}:fence",
+                                  token,
+                                  "60000",
+                                  "60000",
+                                  "0",
                                   "f"};
     argv.insert(argv.end(), holder);
     return server.command(argv);
@@ -439,8 +446,8 @@ TEST_CASE("a permit's 0.4 counter is taken over, past whatever it gave") {
     const std::vector<std::string> permit{"{lock:x}:permit:2", "{lock:x}:permit:2:meta",
                                           "{lock:x}:fence",    "lock:x",
                                           "{lock:x}:limit",    "{lock:x}:permit:2:fence"};
-    std::vector<std::string> argv{"EVAL", std::string(redlock::lock::k_acquire_permit_script.source),
-                                  "6"};
+    std::vector<std::string> argv{"EVAL",
+                                  std::string(redlock::lock::k_acquire_permit_script.source), "6"};
     argv.insert(argv.end(), permit.begin(), permit.end());
     argv.insert(argv.end(), {"a", "60000", "60000", "0", "f2", "3"});
     CHECK(server.command(argv) == "8000000000000001");
@@ -718,20 +725,19 @@ namespace {
 std::string permit_call(const RedisServer& server, const Script& script, int permit,
                         std::vector<std::string> args) {
     const auto base = "{lock:x}:permit:" + std::to_string(permit);
-    std::vector<std::string> argv{"EVAL",           std::string(script.source),
-                                  "6",              base,
-                                  base + ":meta",   "{lock:x}:fence",
-                                  "lock:x",         "{lock:x}:limit",
-                                  base + ":fence"};
+    std::vector<std::string> argv{
+        "EVAL",         std::string(script.source), "6",      base,
+        base + ":meta", "{lock:x}:fence",           "lock:x", "{lock:x}:limit",
+        base + ":fence"};
     argv.insert(argv.end(), args.begin(), args.end());
     return server.command(argv);
 }
 // The acquisition of permit `permit` of `limit` with `token` and a lease of `ttl` ms.
 std::string take(const RedisServer& server, int permit, const std::string& token,
                  const std::string& limit = "3", const std::string& ttl = "60000") {
-    return permit_call(server, redlock::lock::k_acquire_permit_script, permit,
-                       {token, ttl, "60000", "0", "f" + std::to_string(permit), limit, "host",
-                        "h"});
+    return permit_call(
+        server, redlock::lock::k_acquire_permit_script, permit,
+        {token, ttl, "60000", "0", "f" + std::to_string(permit), limit, "host", "h"});
 }
 // Whether a reply is a fence: a whole number, 1 or more.
 bool is_fence(const std::string& reply) {
@@ -815,10 +821,27 @@ TEST_CASE("every permit held: no permit is tried, the reply says so, and a waite
     // Both held: whichever is asked, "every permit held", with the first lease's end.
     const auto base = std::string("{lock:x}:permit:1");
     auto waiter = [&](const std::string& token, const std::string& listed) {
-        return server.command({"EVAL", std::string(k_acquire_permit_script.source), "7", base,
-                               base + ":meta", "{lock:x}:fence", "lock:x", "{lock:x}:limit",
-                               base + ":fence", "{lock:x}:waiters", token, "60000", "60000", "0",
-                               "f1", "2", "1000", listed, "w1", "host", "h"});
+        return server.command({"EVAL",
+                               std::string(k_acquire_permit_script.source),
+                               "7",
+                               base,
+                               base + ":meta",
+                               "{lock:x}:fence",
+                               "lock:x",
+                               "{lock:x}:limit",
+                               base + ":fence",
+                               "{lock:x}:waiters",
+                               token,
+                               "60000",
+                               "60000",
+                               "0",
+                               "f1",
+                               "2",
+                               "1000",
+                               listed,
+                               "w1",
+                               "host",
+                               "h"});
     };
     const auto all = std::stoll(waiter("c", "0"));
     CHECK(every_permit_held(all));
@@ -1025,8 +1048,8 @@ std::string record(const RedisServer& server, std::vector<std::string> fields,
     for (const auto& f : fields)
         packed += f + '\0';
     return server.command({"EVAL", std::string(redlock::lock::k_history_script.source), "3",
-                           "{lock:x}:fence", "lock:x", "{lock:x}:meta", "run", "tok", keep,
-                           "60000", "0", held_ms, packed, ended});
+                           "{lock:x}:fence", "lock:x", "{lock:x}:meta", "run", "tok", keep, "60000",
+                           "0", held_ms, packed, ended});
 }
 // A field of lock:x's record.
 std::string field(const RedisServer& server, const std::string& name) {
@@ -1150,18 +1173,17 @@ TEST_CASE("about one write in eight drops the entries older than the age, and on
     // Two entries of runs that ended in 1970 (ms since the epoch), the older entries 1 and 2
     // once two more are written, and runs until a write falls on a ms that trims (by the
     // server's clock, a multiple of eight).
-    REQUIRE(record(server, {"run", "old1", "outcome", "ran", "status", "0"}, "0", "100",
-                   "1000") == "1");
-    REQUIRE(record(server, {"run", "old2", "outcome", "ran", "status", "0"}, "0", "100",
-                   "2000") == "1");
+    REQUIRE(record(server, {"run", "old1", "outcome", "ran", "status", "0"}, "0", "100", "1000") ==
+            "1");
+    REQUIRE(record(server, {"run", "old2", "outcome", "ran", "status", "0"}, "0", "100", "2000") ==
+            "1");
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
     int written = 0;
     while ((written < 2 || field(server, "2") != "(nil)") &&
            std::chrono::steady_clock::now() < deadline) {
         // A new run id each time: one run's entry is recorded once.
         const std::string run = "r" + std::to_string(written);
-        REQUIRE(record(server, {"run", run, "outcome", "ran", "status", "0"}, "10", "100") ==
-                "1");
+        REQUIRE(record(server, {"run", run, "outcome", "ran", "status", "0"}, "10", "100") == "1");
         ++written;
     }
     CHECK(field(server, "1") == "(nil)");
@@ -1289,8 +1311,9 @@ TEST_CASE("a --once-per run's newest entry says who ran the slot, and the slot r
     const auto before = inspect(server, {"f", "slot"});
     CHECK(before.find("host, h") != std::string::npos);
     // The run's entry: the slot record keeps only the slot and the run.
-    REQUIRE(record(server, {"run", "r1", "outcome", "ran", "status", "0", "slot_ms", "3600000",
-                            "host", "h", "pid", "7", "user", "u", "command", "job"},
+    REQUIRE(record(server,
+                   {"run", "r1", "outcome", "ran", "status", "0", "slot_ms", "3600000", "host", "h",
+                    "pid", "7", "user", "u", "command", "job"},
                    "20") == "1");
     CHECK(record_list(server, "s").size() == 3);
     const auto shared = inspect(server, {"f", "slot"});
