@@ -295,10 +295,11 @@ void Fleet::subscribe_again(Clock::time_point now) {
 }
 
 void Fleet::start_sweep() {
-    // The exporter follows the names with counters too (their lock free).
+    // The exporter follows the names with a record too (their lock free: run in the
+    // history's age).
     m_sweep = Sweep{std::make_unique<lock::NameScan>(m_reader.connections(), m_config.key_prefix,
                                                      m_options.pattern, true,
-                                                     m_options.keep_free ? "stats" : ""),
+                                                     m_options.keep_free ? lock::k_record_suffix : ""),
                     {},
                     0,
                     Clock::now()};

@@ -234,7 +234,7 @@ std::string LockReader::command(Mode mode, const std::string& name) const {
     const lock::Keys k(m_prefix, name);
     const bool by_sha = mode == Mode::evalsha_ro || mode == Mode::evalsha;
     const bool ro = mode == Mode::evalsha_ro || mode == Mode::eval_ro;
-    std::array<std::string_view, 14> argv{by_sha ? (ro ? "EVALSHA_RO" : "EVALSHA")
+    std::array<std::string_view, 11> argv{by_sha ? (ro ? "EVALSHA_RO" : "EVALSHA")
                                                  : (ro ? "EVAL_RO" : "EVAL"),
                                           by_sha ? k_read_script.sha1 : k_read_script.source};
     std::ranges::copy(read_script_operands(k, k_clip), argv.begin() + 2);

@@ -28,6 +28,8 @@ class Recorder {
     [[nodiscard]] static std::string run_id(std::string_view token) {
         return std::string(token.substr(0, 16));
     }
+    // This run's id.
+    [[nodiscard]] const std::string& run() const { return m_run; }
 
     // For the last attempt of a run that will not wait on (job::acquire fills in the
     // outcome and the time waited); null for a run that waits as long as it takes.

@@ -104,7 +104,7 @@ std::optional<RunResult> claim_slot(lock::Lock& lock, const RunSpec& options,
     const std::vector<std::string> fields{
         "host", holder.host, "pid",     std::to_string(holder.pid),
         "user", holder.user, "command", holder.command};
-    const auto claim = lock.claim_slot(length, early, fields);
+    const auto claim = lock.claim_slot(length, early, recorder.run(), fields);
     if (claim == lock::Lock::SlotClaim::claimed) {
         log::verbose("'{}': claimed this {} slot: {}", options.name, util::format_duration(length),
                      lock::describe_round(lock.last_round()));
@@ -133,9 +133,9 @@ std::optional<RunResult> claim_slot(lock::Lock& lock, const RunSpec& options,
 // host's crontab): a run that never began must not use up the slot, or the hosts that can
 // run the job would skip it. The record says why, for status, and the slot is open again.
 void give_back_slot(lock::Lock& lock, const RunSpec& options, const config::Config& config,
-                    const util::Error& why) {
+                    const Recorder& recorder, const util::Error& why) {
     if (options.once_per)
-        lock.finish_slot(util::exit_status(why.kind), *options.once_per,
+        lock.finish_slot(recorder.run(), util::exit_status(why.kind), *options.once_per,
                          util::redact_secrets(why.message, known_secrets(config)));
 }
 
@@ -199,6 +199,7 @@ RunResult run(const RunSpec& options, const config::Config& config, Observer& ob
         make_lock(config, options.name, token, options.ttl, lock::holder_fields(holder, token));
     if (options.limit > 1)
         lock.set_limit(options.limit);
+    lock.keep_record(config.history_max_age, options.once_per);
     Recorder recorder(config, holder, Recorder::run_id(token), Clock::now(), options.once_per);
 
     // The watchdog first, before the first attempt: from then on, whenever redlock dies,
@@ -275,7 +276,7 @@ RunResult run(const RunSpec& options, const config::Config& config, Observer& ob
     auto child = process::Child::spawn(spawn);
     if (!child) {
         watchdog->reaped(); // the child that could not exec is reaped
-        give_back_slot(lock, options, config, child.error());
+        give_back_slot(lock, options, config, recorder, child.error());
         let_go(
             recorder.ended(Outcome::failed, util::exit_status(child.error().kind), lock.fence()));
         return failed(child.error());
@@ -319,7 +320,7 @@ RunResult run(const RunSpec& options, const config::Config& config, Observer& ob
     if (will)
         will->ended(result.outcome, slot_status(result), ended_at);
     if (options.once_per) // the slot's record says how the run ended; kept a slot at least
-        lock.finish_slot(slot_status(result), *options.once_per);
+        lock.finish_slot(recorder.run(), slot_status(result), *options.once_per);
     // --min-hold: held at least D from acquiring. What is left of D becomes the lease
     // (compare-and-pexpire, as a renewal) instead of a release; it then simply expires.
     // Not after a lost lease (the lock is not ours), nor for the last few milliseconds.

@@ -238,8 +238,10 @@ LockView read_lock(std::span<redis::Connection> conns, std::string_view name, co
                    bool with_slot, bool majority_only) {
     auto call = [&](bool by_sha) {
         if (!with_slot) // a permit has no --once-per record
-            return script_call(k_inspect_script, by_sha, {keys.lock, keys.meta, keys.fence});
-        return script_call(k_inspect_script, by_sha, {keys.lock, keys.meta, keys.fence, keys.slot});
+            return script_call(k_inspect_script, by_sha, {keys.lock, keys.meta, keys.record},
+                               {keys.fence_field});
+        return script_call(k_inspect_script, by_sha, {keys.lock, keys.meta, keys.record},
+                           {keys.fence_field, "slot"});
     };
     const auto command = call(true);
     const auto fallback = call(false);
@@ -568,7 +570,7 @@ size_t force_release(std::span<redis::Connection> conns, const LockView& view,
             if (const auto& token = permit.servers[i].token)
                 conns[i].start_pipelined(
                     script_call(k_release_permit_script, false,
-                                {pk.lock, pk.meta, pk.fence, keys.lock, keys.limit, keys.waiters,
+                                {pk.lock, pk.meta, keys.record, keys.lock, keys.limit, keys.waiters,
                                  keys.queue},
                                 {*token, keys.released, keys.wake, "1", std::to_string(p + 1)}) +
                         notice(*token),
@@ -585,15 +587,14 @@ size_t force_release(std::span<redis::Connection> conns, const LockView& view,
         // The set goes, and the history records the force once (its entry names no holder:
         // a semaphore has several).
         const std::array<std::string_view, 2> del{"DEL", keys.limit};
-        std::string request = redis::encode_command(del);
-        if (by.record)
-            request += history_command(keys, "", *by.record);
+        const std::string entry = by.record ? history_command(keys, "", *by.record) : "";
+        const std::string request = redis::encode_command(del) + entry;
         auto now = redis::Clock::now();
         for (auto& c : conns)
-            c.start_pipelined(request, by.record ? 1 : 0, now);
+            c.start_pipelined(request, entry.empty() ? 0 : 1, now);
         (void)redis::wait(conns, [] { return false; });
     }
-    auto now = redis::Clock::now(); // the fence counter is never deleted
+    auto now = redis::Clock::now(); // the record stays: its fence counter above all
     for (size_t i = 0; i < conns.size() && i < view.servers.size(); ++i) {
         const auto& token = view.servers[i].token;
         if (view.servers[i].wrong_type) {
@@ -606,14 +607,13 @@ size_t force_release(std::span<redis::Connection> conns, const LockView& view,
             continue;
         // The release wakes the waiters; its holder hears who forced it, in the same
         // write, and the history records it (a pipelined EVAL: no NOSCRIPT).
+        const std::string entry = by.record ? history_command(keys, *token, *by.record) : "";
         std::string request =
             script_call(k_release_script, false,
-                        {keys.lock, keys.meta, keys.fence, keys.waiters, keys.queue},
+                        {keys.lock, keys.meta, keys.record, keys.waiters, keys.queue},
                         {*token, keys.released, keys.wake}) +
-            notice(*token);
-        if (by.record)
-            request += history_command(keys, *token, *by.record);
-        conns[i].start_pipelined(std::move(request), by.record ? 2 : 1, now);
+            notice(*token) + entry;
+        conns[i].start_pipelined(std::move(request), entry.empty() ? 1 : 2, now);
     }
     (void)redis::wait(conns, [] { return false; });
     size_t deleted = 0;

@@ -125,8 +125,8 @@ void read_server_view(std::optional<std::string> token, long long pttl,
 // and sorted. Servers that could not be scanned are returned in `failures`. With
 // `majority_only`, each step waits for a majority of the servers and a moment more
 // (k_list_stragglers), not for the others' timeouts: those are failures then. With
-// `companion` ("stats"), the names of the companion keys of that suffix too (names whose
-// lock is free, but whose counters are there).
+// `companion` (k_record_suffix), the names of the companion keys of that suffix too (names
+// whose lock is free, but whose record is there).
 struct ListResult {
     std::vector<std::string> names;
     std::vector<ServerView> failures;

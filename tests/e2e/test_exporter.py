@@ -21,7 +21,8 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from redlock_e2e import SLACK, E2ETest, RespClient, free_port, server_version, wait_until
+from redlock_e2e import (SLACK, E2ETest, RespClient, append_entries, entries_of, free_port,
+                         record_of, server_version, wait_until)
 from test_monitoring import REPO, parse_metrics, sample
 
 PROMTOOL = shutil.which("promtool")
@@ -170,18 +171,17 @@ class CountersTest(ExporterTest):
         time.sleep(0.5)
         thawed = time.time()
         frozen.thaw()
-        wait_until(lambda: frozen.command("XLEN", "{lock:job}:history") == 5, 10,
+        wait_until(lambda: len(entries_of(frozen, "job")) == 5, 10,
                    message="the frozen server to run the releases it was sent")
         for s in servers:
-            stats = s.command("HGETALL", "{lock:job}:stats")
-            stats = dict(zip(stats[::2], stats[1::2]))
-            self.assertEqual(stats["runs:ran"], "5", s.url())
-            for field in ("last_success_ms", "last_run_ms"):
+            # The counters are of the runs before the newest (a reading adds it).
+            stats = record_of(s, "job")
+            self.assertEqual(stats["r:ran"], "4", s.url())
+            for field in ("ls", "lr"):
                 self.assertGreaterEqual(int(stats[field]), int(first * 1000), (s.url(), field))
                 self.assertLessEqual(int(stats[field]), int(ended * 1000), (s.url(), field))
-            for _, entry in s.command("XRANGE", "{lock:job}:history", "-", "+"):
-                started = int(dict(zip(entry[::2], entry[1::2]))["started_ms"])
-                self.assertLessEqual(started, int(ended * 1000), s.url())
+            for entry in entries_of(s, "job"):
+                self.assertLessEqual(int(entry["started_ms"]), int(ended * 1000), s.url())
         _, address = self.start_exporter(args)
         m = self.metrics(address)
         success = sample(m, "redlock_last_success_timestamp_seconds", name="job")
@@ -189,15 +189,17 @@ class CountersTest(ExporterTest):
         self.assertLessEqual(success, ended)
         self.assertEqual(sample(m, "redlock_runs_total", name="job", outcome="ran"), 5)
 
-    def test_history_0_still_counts(self):
+    def test_history_0_keeps_only_the_fence_and_counts_nothing(self):
+        # history = 0 leaves on the servers nothing but what fencing needs (issue 47): the
+        # counters go with the history.
         server = self.redis_server()
         config = self.write_file("c.toml", f'history = 0\n[[servers]]\nurl = "{server.url()}"\n')
         for _ in range(2):
             self.assertStatus(self.run_redlock(["-c", config, "run", "-k", "job", "--", "true"]), 0)
-        self.assertEqual(server.command("EXISTS", "{lock:job}:history"), 0)
+        self.assertEqual(set(record_of(server, "job")), {"f"})
         _, address = self.start_exporter(["-c", config])
-        self.assertEqual(sample(self.metrics(address), "redlock_runs_total", name="job",
-                                outcome="ran"), 2)
+        self.assertFalse(sample(self.metrics(address), "redlock_runs_total", name="job",
+                                outcome="ran"))
 
     def test_a_run_sends_no_command_more_for_its_counters(self):
         server = self.redis_server()
@@ -217,7 +219,7 @@ class CountersTest(ExporterTest):
                     sent.append(line.split('"')[1])
         # The acquisition, the release, the history (with the counters): as in 0.3.
         self.assertEqual(sent, ["EVAL", "EVAL", "EVAL"])
-        self.assertEqual(server.command("HGET", "{lock:job}:stats", "runs:ran"), "2")
+        self.assertEqual(server.command("HGET", "{lock:job}:fence", "r:ran"), "1")
 
 
 class ForeignNumbersTest(ExporterTest):
@@ -230,14 +232,15 @@ class ForeignNumbersTest(ExporterTest):
     def test_absurd_counters_are_unknown_and_the_rest_is_served(self):
         server = self.redis_server()
         big = str(2**63 - 1)
-        server.command("HSET", "{lock:job}:stats", "runs:ran", "3", "runs:lost", str(2**60),
-                       "runs:failed", "-5", "d:1", big, "d:5", big, "d:10", "2",
-                       "d:+Inf", "1", "duration_ms", big, "last_run_ms", big,
-                       "last_success_ms", big, "slot_ms", big)
-        server.command("XADD", "{lock:job}:history", "*", "run", "r1", "outcome", "ran",
-                       "status", "0", "host", "h", "pid", "1", "user", "u", "command", "c",
-                       "started_ms", str(10**14 * 2), "waited_ms", str(10**14 * 2),
-                       "held_ms", "0")
+        # The counters of the runs before the newest, in the record's short names.
+        server.command("HSET", "{lock:job}:fence", "r:ran", "2", "r:lost", str(2**60),
+                       "r:failed", "-5", "d1", big, "d5", big, "d10", "2",
+                       "d+", "1", "ds", big, "lr", big, "ls", big, "sl", big)
+        # The newest entry (a reading counts it, held 15 s: in the 30 s bucket).
+        append_entries(server, "job", [
+            {"run": "r1", "outcome": "ran", "status": "0", "host": "h", "pid": "1",
+             "user": "u", "command": "c", "started_ms": str(10**14 * 2),
+             "waited_ms": str(10**14 * 2), "held_ms": "15000"}])
         # A holder whose metadata says it took the lock in the year 1.
         server.command("SET", "lock:old", "tok", "PX", "60000")
         server.command("HSET", "{lock:old}:meta", "token", "tok", "host", "h", "pid", "1",
@@ -249,8 +252,8 @@ class ForeignNumbersTest(ExporterTest):
         self.assertIsNone(sample(m, "redlock_runs_total", name="job", outcome="failed"))
         buckets = [sample(m, "redlock_run_duration_seconds_bucket", name="job", le=le)
                    for le in ("1", "5", "10", "86400", "+Inf")]
-        self.assertEqual(buckets, [0, 0, 2, 2, 3])
-        self.assertEqual(sample(m, "redlock_run_duration_seconds_count", name="job"), 3)
+        self.assertEqual(buckets, [0, 0, 2, 3, 4])
+        self.assertEqual(sample(m, "redlock_run_duration_seconds_count", name="job"), 4)
         self.assertIsNone(sample(m, "redlock_last_run_timestamp_seconds", name="job"))
         self.assertEqual(sample(m, "redlock_last_success_timestamp_seconds", name="job"), 0)
         self.assertIsNone(sample(m, "redlock_slot_seconds", name="job"))
