@@ -389,8 +389,8 @@ class ManyNamesTest(ExporterTest):
         holder = self.holder(["-k", "busy"], global_args=args).wait_ready()
         self.assertStatus(self.run_redlock(args + ["run", "-k", "busy", "-n", "--", "true"]), 75)
         self.assertStatus(self.run_redlock(args + ["run", "-k", "refused", "--", "true"]), 0)
-        server.command("DEL", "{lock:refused}:stats")
-        server.command("HSET", "{lock:refused}:stats", "runs:skipped-held", "2")
+        server.command("DEL", "{lock:refused}:fence")
+        server.command("HSET", "{lock:refused}:fence", "r:skipped-held", "2")
         _, address = self.start_exporter(args)
         m = self.metrics(address)
         names = [f"n{i:04d}" for i in range(1, self.NAMES + 1)]
@@ -427,7 +427,7 @@ class SweepTest(ExporterTest):
         self.assertEqual(sample(self.metrics(address), "redlock_held", name="job"), 0)
         # Another client's lock, and counters written behind the exporter's back: no notice.
         server.command("SET", "lock:foreign", "tok", "PX", "600000")
-        server.command("HINCRBY", "{lock:job}:stats", "runs:ran", "5")
+        server.command("HINCRBY", "{lock:job}:fence", "r:ran", "5")
         wait_until(lambda: sample(self.metrics(address), "redlock_held", name="foreign") == 1,
                    20, interval=0.1, message="the foreign lock to be read in a sweep")
         self.assertEqual(sample(self.metrics(address), "redlock_runs_total", name="job",

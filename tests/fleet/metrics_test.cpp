@@ -17,7 +17,7 @@ namespace {
 
 const redlock::util::UtcMillis k_now{std::chrono::milliseconds(1'800'000'000'000)};
 
-// Five names with counters (a run each) on `server`, followed by an exporter's model.
+// Five names with counters in their record (a run each) on `server`, followed by an exporter's model.
 struct Five {
     RedisServer server;
     redlock::config::Config config;
@@ -26,8 +26,8 @@ struct Five {
     Five() {
         config.servers.push_back(redlock::test::server_config(server.url()));
         for (const char* name : {"a", "b", "c", "d", "e"})
-            server.command({"HSET", "{lock:" + std::string(name) + "}:stats", "runs:ran", "1",
-                            "d:5", "1", "duration_ms", "2000", "last_run_ms", "1700000000000"});
+            server.command({"HSET", "{lock:" + std::string(name) + "}:fence", "r:ran", "1", "d5",
+                            "1", "ds", "2000", "lr", "1700000000000"});
         fleet = std::make_unique<Fleet>(config, Fleet::Options{.keep_free = true});
         REQUIRE(fleet->start(-1));
         REQUIRE(fleet->locks().size() == 5);
@@ -56,7 +56,7 @@ TEST_CASE("a name gone between two pieces of the metrics is passed over, the res
     REQUIRE(writer.next(out, 1)); // the servers, and the first name's redlock_held
     CHECK(out.ends_with("redlock_held{name=\"a\"} 0\n"));
     // "c" goes: its counters expire, and the model reads every lock again.
-    five.server.command({"DEL", "{lock:c}:stats"});
+    five.server.command({"DEL", "{lock:c}:fence"});
     REQUIRE(five.fleet->start(-1));
     REQUIRE(five.fleet->locks().size() == 4);
     while (writer.next(out, std::string::npos)) {
