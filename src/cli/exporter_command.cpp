@@ -1,12 +1,13 @@
 // `redlock exporter [--listen ADDR:PORT] [-p GLOB]`: the fleet model (fleet/fleet.hpp),
-// kept live by the servers' notices, served over HTTP (http/server.hpp, libmicrohttpd in
-// our own poll loop) as Prometheus metrics, a page and JSON. A request finds the model at
-// most k_fresh old: past that, every lock is read again first (a few milliseconds for a
-// thousand names), so that what the servers changed without a notice (a lease that ran
-// out, a server restarted) is never shown for long.
+// kept live by the servers' notices and swept now and then for what changes without one,
+// served over HTTP (http/server.hpp, libmicrohttpd in our own poll loop) as Prometheus
+// metrics, a page and JSON. A request is answered from the model as it is, never after a
+// reading of every lock (a hundred thousand names take seconds): HTTP goes first, and a
+// sweep's batch is read while no response is being written, or every k_sweep_gap at least.
 
 #include <chrono>
 #include <csignal>
+#include <memory>
 #include <poll.h>
 
 #include "cli/commands.hpp"
@@ -27,7 +28,7 @@ using namespace std::chrono_literals;
 using Clock = util::BootClock;
 namespace log = util::log;
 
-constexpr auto k_fresh = 2s;
+constexpr auto k_sweep_gap = 200ms;
 
 util::UtcMillis wall_now() {
     return std::chrono::floor<std::chrono::milliseconds>(std::chrono::system_clock::now());
@@ -39,41 +40,37 @@ int exporter_command(const ExporterOptions& options, const config::Config& confi
     auto signals = process::SignalEvents::open();
     if (!signals)
         return report(signals.error());
-    fleet::Fleet model(config,
-                       fleet::Fleet::Options{.pattern = options.pattern, .keep_free = true});
+    fleet::Fleet model(config, fleet::Fleet::Options{
+                                   .pattern = options.pattern, .keep_free = true, .sweep = true});
     if (auto started = model.start(signals->fd()); !started)
         return report(started.error());
 
-    auto fresh = [&] {
-        const auto read = model.refreshed_at();
-        if (!read || Clock::now() - *read > k_fresh)
-            (void)model.refresh_all(signals->fd());
-    };
     auto handler = [&](const http::Request& request) -> http::Response {
         const auto path = request.path;
         if (path == "/metrics") {
-            fresh();
-            return {200,
-                    "text/plain; version=0.0.4; charset=utf-8",
-                    fleet::render_metrics(model, wall_now()),
-                    {}};
+            // Written as Prometheus reads it: never held whole.
+            auto writer = std::make_shared<fleet::MetricsWriter>(model, wall_now());
+            http::Response metrics{200, "text/plain; version=0.0.4; charset=utf-8", {}, {}, {}};
+            metrics.writer = [writer](std::string& out, size_t want) {
+                return writer->next(out, want);
+            };
+            return metrics;
         }
         if (path == "/" || path == "/index.html") {
-            fresh();
             return {200,
                     "text/html; charset=utf-8",
                     fleet::render_page(model, wall_now()),
-                    {{"Content-Security-Policy", std::string(fleet::k_page_policy)}}};
+                    {{"Content-Security-Policy", std::string(fleet::k_page_policy)}},
+                    {}};
         }
-        if (path == "/api/locks") {
-            fresh();
-            return {200, "application/json", fleet::render_api(model, wall_now()), {}};
-        }
+        if (path == "/api/locks")
+            return {200, "application/json", fleet::render_api(model, wall_now()), {}, {}};
         if (path == "/page.js")
-            return {200, "text/javascript; charset=utf-8", std::string(fleet::page_script()), {}};
+            return {
+                200, "text/javascript; charset=utf-8", std::string(fleet::page_script()), {}, {}};
         if (path == "/page.css")
-            return {200, "text/css; charset=utf-8", std::string(fleet::page_style()), {}};
-        return {404, "text/plain; charset=utf-8", "not found: try / or /metrics\n", {}};
+            return {200, "text/css; charset=utf-8", std::string(fleet::page_style()), {}, {}};
+        return {404, "text/plain; charset=utf-8", "not found: try / or /metrics\n", {}, {}};
     };
     auto server = http::Server::start(options.listen, handler);
     if (!server)
@@ -82,6 +79,7 @@ int exporter_command(const ExporterOptions& options, const config::Config& confi
               (*server)->address());
 
     std::vector<pollfd> fds;
+    auto swept_at = Clock::now();
     for (;;) {
         fds.assign({pollfd{signals->fd(), POLLIN, 0}, pollfd{(*server)->fd(), POLLIN, 0}});
         model.add_pollfds(fds);
@@ -97,6 +95,10 @@ int exporter_command(const ExporterOptions& options, const config::Config& confi
         (void)model.step(std::span<const pollfd>(fds).subspan(2, rc > 0 ? fds.size() - 2 : 0),
                          signals->fd());
         (*server)->run();
+        if (model.sweeping() && (!(*server)->busy() || Clock::now() - swept_at >= k_sweep_gap)) {
+            (void)model.sweep(signals->fd());
+            swept_at = Clock::now();
+        }
     }
 }
 

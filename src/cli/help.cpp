@@ -245,8 +245,9 @@ lock to reap could not be released; 70 this machine's boot cannot be told;
 )" COMMON_STATUS;
 
 constexpr std::string_view k_doctor = R"(Usage: redlock doctor [--json]
-Check each server: eviction policy, replication, clock offset, persistence,
-and that redlock's scripts run there.
+Check each server: its version (Redis 6.0 or later, or Valkey), eviction
+policy, replication, clock offset, persistence, and that redlock's scripts run
+there.
 
 Options:
       --json          print one JSON document (see redlock(1))

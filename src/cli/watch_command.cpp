@@ -65,9 +65,11 @@ class Watch : public fleet::Listener {
                 for (int sig : signals->read_pending())
                     if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP)
                         return finish();
-            const bool changed =
+            bool changed =
                 m_fleet.step(std::span<const pollfd>(fds).subspan(1, rc > 0 ? fds.size() - 1 : 0),
                              signals->fd());
+            if (m_fleet.sweeping())
+                changed |= m_fleet.sweep(signals->fd());
             if (changed || m_terminal)
                 draw();
         }
@@ -78,7 +80,7 @@ class Watch : public fleet::Listener {
         const bool held = record.view.state != lock::LockState::free;
         m_events.push_front(util::format("{}  {}: {}{}", now_iso().substr(11, 12), name, event,
                                          held && record.view.holder
-                                             ? " (held by " + holder_text(record.view.holder) + ")"
+                                             ? " (held by " + holder_text(*record.view.holder) + ")"
                                              : std::string()));
         if (m_events.size() > 8)
             m_events.pop_back();
@@ -122,7 +124,7 @@ class Watch : public fleet::Listener {
             json.value(w.view.limit);
         else
             json.null();
-        json.field("permits_held", w.view.held_permits().size());
+        json.field("permits_held", w.view.permits_held);
         json.end_object();
         (void)print_stdout(json.str());
     }
@@ -144,7 +146,7 @@ class Watch : public fleet::Listener {
             const auto& w = entry.record;
             const auto& v = w.view;
             std::string holder =
-                v.limit > 0 ? util::format("{} of {} permits", v.held_permits().size(), v.limit)
+                v.limit > 0 ? util::format("{} of {} permits", v.permits_held, v.limit)
                 : v.holder ? util::format("{}@{}:{}", v.holder->user, v.holder->host, v.holder->pid)
                            : std::string(v.state == lock::LockState::held ? "unknown" : "-");
             std::optional<Millis> age;

@@ -20,6 +20,10 @@ using Millis = std::chrono::milliseconds;
 // none of 40 at 50ms even with 8 busy loops on 2 cores; 100ms keeps twice that margin.
 inline constexpr Millis k_min_ttl{100};
 
+// How long the runs of a name are kept by default (history_max_age), and with them all the name
+// leaves on the servers (lock/keys.hpp).
+inline constexpr Millis k_history_max_age{std::chrono::hours(24 * 30)};
+
 // TLS settings of a rediss:// server (keys tls_*, at top level or per server).
 struct TlsConfig {
     std::string ca_file;     // empty: the system CA store
@@ -52,7 +56,7 @@ struct Config {
     int replicas = 0; // default replicas of every server
     // The runs of each name kept on the servers (`history`), 0 for none, and for how long.
     size_t history = 300;
-    Millis history_max_age{std::chrono::hours(24 * 30)};
+    Millis history_max_age = k_history_max_age;
     Millis connect_timeout{1000}; // default for servers (also those given with -s)
     Millis command_timeout{1000};
     // Monitoring (the defaults of run's --metrics and --on-lost): a metrics file, or a

@@ -26,7 +26,6 @@ enum Feature : size_t {
     limit,
     list,
     history,
-    counters,
     watch,
     fleet,
     doctor_reads,
@@ -123,18 +122,15 @@ ProbeKeys::ProbeKeys(std::string_view key_prefix)
     const lock::Keys p = k.permit(1);
     lock = k.lock;
     meta = k.meta;
-    fence = k.fence;
+    record = k.record;
     channel = k.released;
-    slot = k.slot;
+    old_slot = k.old_slot;
     queue = k.queue;
     waiting = k.waiting;
-    tickets = k.tickets;
     limit = k.limit;
     permit = p.lock;
     permit_meta = p.meta;
-    permit_fence = p.fence;
-    history = k.history;
-    stats = k.stats;
+    old_permit_fence = p.old_fence;
     events = k.events;
     waiters = k.waiters;
     wake = k.wake;
@@ -157,8 +153,8 @@ std::vector<AclFeature> acl_features(const config::ServerConfig& server) {
     features[once_per] = {Level::note, "--once-per fails"};
     features[limit] = {Level::note, "--limit fails"};
     features[list] = {Level::note, "list fails"};
-    features[history] = {Level::note, "runs are not recorded, and history shows none"};
-    features[counters] = {Level::note, "runs are not counted, and the exporter shows no counters"};
+    features[history] = {Level::note, "runs are neither recorded nor counted: history shows "
+                                      "none, and the exporter no counters"};
     features[watch] = {Level::note, "watch cannot follow the locks, and a running holder hears "
                                     "a release --force only at its next renewal"};
     features[fleet] = {Level::note, "watch and the exporter cannot read the locks"};
@@ -172,32 +168,36 @@ std::vector<AclFeature> acl_features(const config::ServerConfig& server) {
 
 std::vector<AclProbe> acl_dryrun_probes(const ProbeKeys& k, const config::ServerConfig& server) {
     const std::string token = "redlock-doctor-token";
-    const std::vector<std::string> lock_keys{k.lock, k.meta, k.fence};
+    const std::vector<std::string> lock_keys{k.lock, k.meta, k.record};
     std::vector<AclProbe> out;
     auto add = [&](size_t feature, Argv argv) {
         out.push_back({feature, std::move(argv), {}, {}});
     };
 
-    add(run,
-        script(lock::k_acquire_script, lock_keys, {token, k_ttl, k_holder_field, k_holder_value}));
-    for (const auto& key : {k.lock, k.fence})
+    add(run, script(lock::k_acquire_script, lock_keys,
+                    {token, k_ttl, k_ttl, "0", "f", k_holder_field, k_holder_value}));
+    for (const auto& key : {k.lock, k.record})
         add(run, {"GET", key});
     add(run, {"SET", k.lock, token, "NX", "PX", k_ttl});
-    add(run, {"SET", k.fence, "1"});
-    for (const auto& key : {k.meta, k.lock})
+    for (const auto& key : {k.meta, k.lock, k.record})
         add(run, {"DEL", key});
     add(run, {"HSET", k.meta, k_holder_field, k_holder_value});
-    for (const auto& key : {k.meta, k.lock})
+    for (const auto& key : {k.meta, k.lock, k.record})
         add(run, {"PEXPIRE", key, k_ttl});
-    add(run, {"INCR", k.fence});
+    add(run, {"HINCRBY", k.record, "f", "1"});
+    add(run, {"HGET", k.record, "f"});
+    add(run, {"HSET", k.record, "f", "1"});
+    add(run, {"HDEL", k.record, "f"});
+    add(run, {"TYPE", k.record});
+    add(run, {"TIME"});
     add(run, {"EXISTS", k.meta});
     add(run, {"PTTL", k.lock});
 
     // No keys: EVAL has them checked, so a refusal here can only be of EVALSHA itself.
     add(evalsha, {"EVALSHA", std::string(lock::k_inspect_script.sha1), "0"});
 
-    add(status, script(lock::k_inspect_script, {k.lock, k.meta, k.fence, k.slot}, {}));
-    for (const auto& key : {k.meta, k.slot})
+    add(status, script(lock::k_inspect_script, lock_keys, {"f", "slot"}));
+    for (const auto& key : {k.meta, k.record})
         add(status, {"HMGET", key, "token"});
     add(status, {"PTTL", k.lock});
     add(status, {"GET", k.limit});
@@ -206,8 +206,8 @@ std::vector<AclProbe> acl_dryrun_probes(const ProbeKeys& k, const config::Server
     add(waiting, {"SUBSCRIBE", k.channel});
     add(wake, {"SUBSCRIBE", k.wake_channel});
     add(wake, {"PUBLISH", k.wake_channel, "released"});
-    add(wake, script(lock::k_acquire_script, {k.lock, k.meta, k.fence, k.waiters},
-                     {token, k_ttl, "1", "0", token, k.wake}));
+    add(wake, script(lock::k_acquire_script, {k.lock, k.meta, k.record, k.waiters},
+                     {token, k_ttl, k_ttl, "0", "f", "1", "0", token, k.wake}));
     add(wake, {"ZADD", k.waiters, "1", token});
     add(wake, {"ZSCORE", k.waiters, token});
     add(wake, {"ZRANGE", k.waiters, "0", "7"});
@@ -215,17 +215,14 @@ std::vector<AclProbe> acl_dryrun_probes(const ProbeKeys& k, const config::Server
     add(wake, {"PEXPIRE", k.waiters, k_ttl});
     add(numsub, {"PUBSUB", "NUMSUB", k.wake_channel});
 
-    add(fair,
-        script(lock::k_acquire_script, {k.lock, k.meta, k.fence, k.queue, k.waiting, k.tickets},
-               {token, k_ttl, "1", k_ttl, token, k.wake}));
-    add(fair, {"INCR", k.tickets});
+    add(fair, script(lock::k_acquire_script, {k.lock, k.meta, k.record, k.queue, k.waiting},
+                     {token, k_ttl, k_ttl, "0", "f", "1", k_ttl, token, k.wake}));
+    add(fair, {"ZRANGE", k.queue, "-1", "-1", "WITHSCORES"});
     add(fair, {"ZRANK", k.queue, token});
     add(fair, {"ZRANGE", k.queue, "0", "7"});
     add(fair, {"ZADD", k.queue, "NX", "1", token});
     add(fair, {"ZADD", k.waiting, "1", token});
-    add(fair, {"GET", k.tickets});
-    add(fair, {"SET", k.tickets, "1"});
-    for (const auto& key : {k.queue, k.waiting, k.tickets})
+    for (const auto& key : {k.queue, k.waiting})
         add(fair, {"PEXPIRE", key, k_ttl});
     add(fair, {"ZRANGE", k.queue, "0", "0"});
     add(fair, {"ZSCORE", k.waiting, token});
@@ -233,18 +230,18 @@ std::vector<AclProbe> acl_dryrun_probes(const ProbeKeys& k, const config::Server
         add(fair, {"ZREM", key, token});
     add(fair, {"TIME"});
 
-    add(once_per, script(lock::k_claim_slot_script, {k.lock, k.slot}, {token, k_ttl, "0"}));
+    add(once_per, script(lock::k_claim_slot_script, {k.lock, k.record, k.old_slot},
+                         {token, k_ttl, "0", k_ttl, token}));
     add(once_per, {"TIME"});
-    add(once_per, {"HGET", k.slot, "slot"});
-    add(once_per, {"DEL", k.slot});
-    add(once_per, {"HSET", k.slot, "slot", "1"});
-    add(once_per, {"PEXPIREAT", k.slot, "1"});
-    add(once_per, {"PTTL", k.slot});
-    add(once_per, {"PEXPIRE", k.slot, k_ttl});
+    add(once_per, {"HMGET", k.record, "s"});
+    add(once_per, {"HMGET", k.old_slot, "slot"});
+    add(once_per, {"HSET", k.record, "s", "1"});
+    add(once_per, {"PEXPIRE", k.record, k_ttl});
 
-    const std::vector<std::string> permit_keys{k.permit, k.permit_meta, k.permit_fence, k.lock,
-                                               k.limit};
-    add(limit, script(lock::k_acquire_permit_script, permit_keys, {token, k_ttl, "2", "1"}));
+    const std::vector<std::string> permit_keys{k.permit, k.permit_meta, k.record,
+                                               k.lock,   k.limit,       k.old_permit_fence};
+    add(limit,
+        script(lock::k_acquire_permit_script, permit_keys, {token, k_ttl, k_ttl, "0", "f1", "2"}));
     add(limit, {"TYPE", k.lock});
     add(limit, {"TIME"});
     add(limit, {"ZREMRANGEBYSCORE", k.lock, "-inf", "0"});
@@ -260,25 +257,23 @@ std::vector<AclProbe> acl_dryrun_probes(const ProbeKeys& k, const config::Server
     add(limit, {"SET", k.permit, token, "NX", "PX", k_ttl});
     add(limit, {"DEL", k.permit_meta});
     add(limit, {"DEL", k.lock, k.limit});
-    add(limit, {"INCR", k.permit_fence});
+    add(limit, {"HINCRBY", k.record, "f1", "1"});
+    add(limit, {"GET", k.old_permit_fence});
+    add(limit, {"DEL", k.old_permit_fence});
     add(limit, {"HSET", k.permit_meta, k_holder_field, k_holder_value});
     for (const auto& key : {k.permit_meta, k.permit})
         add(limit, {"PEXPIRE", key, k_ttl});
 
     add(list, {"SCAN", "0", "MATCH", k.prefix + "*", "COUNT", "1000"});
 
-    add(history, script(lock::k_history_script, {k.history, k.lock, k.meta, k.stats},
+    add(history, script(lock::k_history_script, lock_keys,
                         {"run", token, "1", k_ttl, "0", "0", "run", "redlock-doctor"}));
-    add(history, {"XADD", k.history, "MAXLEN", "1", "*", "run", "redlock-doctor"});
-    add(history, {"XTRIM", k.history, "MINID", "0"});
-    add(history, {"PEXPIRE", k.history, k_ttl});
+    add(history, {"HMGET", k.record, "e"});
+    add(history, {"HSET", k.record, "e", "redlock-doctor"});
+    add(history, {"HDEL", k.record, "e"});
+    add(history, {"PEXPIRE", k.record, k_ttl});
     add(history, {"HMGET", k.meta, "token"});
-    add(history,
-        script(lock::k_history_page_script, {k.history}, {"+", "1", "65536", "65536", ""}));
-    add(history, {"XREVRANGE", k.history, "+", "-", "COUNT", "1"});
-    add(counters, {"HINCRBY", k.stats, "runs:ran", "1"});
-    add(counters, {"HSET", k.stats, "last_run_ms", "0"});
-    add(counters, {"PEXPIRE", k.stats, k_ttl});
+    add(history, script(lock::k_history_page_script, {k.record}, {"+", "1", "65536", "65536"}));
     add(watch, {"PSUBSCRIBE", "{" + k.prefix + "*}:released", "{" + k.prefix + "*}:events"});
     add(watch, {"SUBSCRIBE", k.events}); // a running holder (job/supervise.cpp)
     add(fleet, read_script(k, "EVAL_RO"));
@@ -288,10 +283,10 @@ std::vector<AclProbe> acl_dryrun_probes(const ProbeKeys& k, const config::Server
     add(fleet, {"GET", k.lock});
     add(fleet, {"PTTL", k.lock});
     add(fleet, {"HGETALL", k.meta});
+    add(fleet, {"HMGET", k.record, "f"});
     add(fleet, {"ZRANGEBYSCORE", k.lock, "0", "+inf", "LIMIT", "0", "1"});
     add(fleet, {"ZCARD", k.waiters});
     add(fleet, {"ZCARD", k.queue});
-    add(fleet, {"XREVRANGE", k.history, "+", "-", "COUNT", "1"});
     add(fleet, {"PUBSUB", "NUMSUB", k.channel});
     add(fleet, {"TIME"});
 
@@ -309,60 +304,48 @@ std::vector<AclProbe> acl_dryrun_probes(const ProbeKeys& k, const config::Server
 
 std::vector<AclProbe> acl_probe_round1(const ProbeKeys& k, const config::ServerConfig& server,
                                        const std::string& token, bool before_redis7) {
-    const std::vector<std::string> lock_keys{k.lock, k.meta, k.fence};
+    const std::vector<std::string> lock_keys{k.lock, k.meta, k.record};
     std::vector<AclProbe> out;
     // The acquisition first: the probe lock is then held, with metadata, by our token, so
-    // that every script after it takes its full path.
-    out.push_back(
-        {run,
-         script(lock::k_acquire_script, lock_keys, {token, k_ttl, k_holder_field, k_holder_value}),
-         calls_of(lock::k_acquire_script), lock_keys});
+    // that every script after it takes its full path. The probe's record is kept a second
+    // (its history's age), whatever happens.
+    out.push_back({run,
+                   script(lock::k_acquire_script, lock_keys,
+                          {token, k_ttl, k_ttl, "0", "f", k_holder_field, k_holder_value}),
+                   calls_of(lock::k_acquire_script), lock_keys});
     // With the channels, as extend sends them: the script then reads the PTTL too.
-    const std::vector<std::string> wake_keys{k.lock, k.meta, k.fence, k.waiters, k.queue};
+    const std::vector<std::string> wake_keys{k.lock, k.meta, k.record, k.waiters, k.queue};
     out.push_back({run, script(lock::k_renew_script, wake_keys, {token, k_ttl, k.channel, k.wake}),
                    calls_of(lock::k_renew_script), wake_keys});
     // The key patterns alone: EVAL checks the keys it is given before the script runs.
     for (const auto& key : {k.lock, k.meta})
         out.push_back({run, {"EVAL", "return 1", "1", key}, {}, {key}});
     out.push_back({evalsha, {"EVALSHA", std::string(lock::k_inspect_script.sha1), "0"}, {}, {}});
-    out.push_back({status, script(lock::k_inspect_script, {k.lock, k.meta, k.fence, k.slot}, {}),
+    out.push_back({status, script(lock::k_inspect_script, lock_keys, {"f", "slot"}),
                    calls_of(lock::k_inspect_script), lock_keys});
     // No one waits on the probe lock's channel: the message wakes nobody.
     out.push_back({waiting, {"PUBLISH", k.channel, "redlock-doctor"}, {}, {}});
     out.push_back({wake, {"PUBLISH", k.wake_channel, "redlock-doctor"}, {}, {}});
     out.push_back({wake, {"ZRANGE", k.waiters, "0", "7"}, {}, {k.waiters}});
     out.push_back({numsub, {"PUBSUB", "NUMSUB", k.wake_channel}, {}, {}});
-    out.push_back({fair, {"INCR", k.tickets}, {}, {k.tickets}});
+    out.push_back({fair, {"ZRANGE", k.queue, "-1", "-1", "WITHSCORES"}, {}, {k.queue}});
     out.push_back({fair, {"ZRANK", k.queue, token}, {}, {k.queue}});
     out.push_back({list, {"SCAN", "0", "MATCH", k.lock, "COUNT", "10"}, {}, {}});
-    // The probe's history expires in a second (its max age), whatever happens; its entry
-    // has no outcome, so the script writes no counters.
+    // Its entry has no outcome, so the script counts nothing.
     out.push_back({history,
-                   script(lock::k_history_script, {k.history, k.lock, k.meta, k.stats},
+                   script(lock::k_history_script, lock_keys,
                           {"run", token, "1", k_ttl, "0", "0", "run", "redlock-doctor"}),
-                   calls_of(lock::k_history_script),
-                   {k.history, k.lock, k.meta, k.stats}});
-    out.push_back(
-        {history,
-         script(lock::k_history_page_script, {k.history}, {"+", "1", "65536", "65536", ""}),
-         calls_of(lock::k_history_page_script),
-         {k.history}});
-    // Without XTRIM MINID, one write in eight trims by age with XLEN's help (k_history_trim):
-    // not a command this probe's write is likely to reach.
-    if (before_redis7)
-        out.push_back({history, {"XLEN", k.history}, {}, {k.history}});
-    // The counters are written with pcall: a refusal there is only seen alone. The hash
-    // goes at once (and expires in a second if DEL is refused: run's, named already).
-    out.push_back({counters, {"HINCRBY", k.stats, "probes", "0"}, {}, {k.stats}});
-    out.push_back({counters, {"PEXPIRE", k.stats, k_ttl}, {}, {k.stats}});
-    out.push_back({counters, {"DEL", k.stats}, {}, {k.stats}});
+                   calls_of(lock::k_history_script), lock_keys});
+    out.push_back({history,
+                   script(lock::k_history_page_script, {k.record}, {"+", "1", "65536", "65536"}),
+                   calls_of(lock::k_history_page_script),
+                   {k.record}});
     // watch's and the exporter's reading, read-only (before Redis 7, which has no _RO
     // commands, as they send it there), and loading it for EVALSHA_RO.
-    out.push_back(
-        {fleet,
-         read_script(k, before_redis7 ? "EVAL" : "EVAL_RO"),
-         calls_of(fleet::k_read_script),
-         {k.lock, k.meta, k.fence, k.slot, k.waiters, k.queue, k.limit, k.stats, k.history}});
+    out.push_back({fleet,
+                   read_script(k, before_redis7 ? "EVAL" : "EVAL_RO"),
+                   calls_of(fleet::k_read_script),
+                   {k.lock, k.meta, k.record, k.waiters, k.queue, k.limit}});
     out.push_back({fleet, {"SCRIPT", "LOAD", std::string(fleet::k_read_script.source)}, {}, {}});
     out.push_back(
         {fleet,
@@ -384,35 +367,36 @@ std::vector<AclProbe> acl_probe_round1(const ProbeKeys& k, const config::ServerC
 
 std::vector<AclProbe> acl_probe_round2(const ProbeKeys& k, const std::string& token,
                                        long long fence) {
-    const std::vector<std::string> lock_keys{k.lock, k.meta, k.fence};
-    const std::vector<std::string> fair_keys{k.lock,  k.meta,    k.fence,
-                                             k.queue, k.waiting, k.tickets};
-    const std::vector<std::string> permit_keys{k.permit, k.permit_meta, k.permit_fence, k.lock,
-                                               k.limit};
-    const std::vector<std::string> release_keys{k.lock, k.meta, k.fence, k.waiters, k.queue};
-    const std::vector<std::string> permit_release_keys{
-        k.permit, k.permit_meta, k.permit_fence, k.lock, k.limit, k.waiters, k.queue};
+    const std::vector<std::string> lock_keys{k.lock, k.meta, k.record};
+    const std::vector<std::string> fair_keys{k.lock, k.meta, k.record, k.queue, k.waiting};
+    const std::vector<std::string> permit_keys{k.permit, k.permit_meta, k.record,
+                                               k.lock,   k.limit,       k.old_permit_fence};
+    const std::vector<std::string> release_keys{k.lock, k.meta, k.record, k.waiters, k.queue};
+    const std::vector<std::string> permit_release_keys{k.permit, k.permit_meta, k.record, k.lock,
+                                                       k.limit,  k.waiters,     k.queue};
     std::vector<AclProbe> out;
-    out.push_back({run, script(lock::k_fence_script, lock_keys, {token, std::to_string(fence)}),
-                   calls_of(lock::k_fence_script), lock_keys});
+    out.push_back(
+        {run,
+         script(lock::k_fence_script, lock_keys, {token, std::to_string(fence), "f", k_ttl, "0"}),
+         calls_of(lock::k_fence_script), lock_keys});
+    const std::vector<std::string> slot_keys{k.lock, k.record, k.old_slot};
     out.push_back({once_per,
-                   script(lock::k_claim_slot_script, {k.lock, k.slot},
-                          {token, k_ttl, "0", k_holder_field, k_holder_value}),
-                   calls_of(lock::k_claim_slot_script),
-                   {k.lock, k.slot}});
+                   script(lock::k_claim_slot_script, slot_keys,
+                          {token, k_ttl, "0", k_ttl, token, k_holder_field, k_holder_value}),
+                   calls_of(lock::k_claim_slot_script), slot_keys});
     out.push_back({once_per,
-                   script(lock::k_finish_slot_script, {k.slot}, {token, "0", k_ttl}),
+                   script(lock::k_finish_slot_script, {k.record}, {token, "0", k_ttl, k_ttl}),
                    calls_of(lock::k_finish_slot_script),
-                   {k.slot}});
+                   {k.record}});
     out.push_back({run, script(lock::k_release_script, release_keys, {token, k.channel, k.wake}),
                    calls_of(lock::k_release_script), release_keys});
-    // --fair: a fresh acquisition through the queue (our ticket 1: the counter may be
-    // anything, the queue is ours alone), its release, and leaving the queue.
-    out.push_back(
-        {fair,
-         script(lock::k_acquire_script, fair_keys,
-                {token, k_ttl, "1", k_ttl, token, k.wake, k_holder_field, k_holder_value}),
-         fair_calls_of(lock::k_acquire_script), fair_keys});
+    // --fair: a fresh acquisition through the queue (our ticket 1: the queue is ours alone),
+    // its release, and leaving the queue.
+    out.push_back({fair,
+                   script(lock::k_acquire_script, fair_keys,
+                          {token, k_ttl, k_ttl, "0", "f", "1", k_ttl, token, k.wake, k_holder_field,
+                           k_holder_value}),
+                   fair_calls_of(lock::k_acquire_script), fair_keys});
     out.push_back({fair, script(lock::k_release_script, release_keys, {token, k.channel, k.wake}),
                    calls_of(lock::k_release_script), release_keys});
     out.push_back({fair,
@@ -422,7 +406,7 @@ std::vector<AclProbe> acl_probe_round2(const ProbeKeys& k, const std::string& to
     // --limit: a permit of 2 over the (now free) probe lock, renewed and released.
     out.push_back({limit,
                    script(lock::k_acquire_permit_script, permit_keys,
-                          {token, k_ttl, "2", "1", k_holder_field, k_holder_value}),
+                          {token, k_ttl, k_ttl, "0", "f1", "2", k_holder_field, k_holder_value}),
                    calls_of(lock::k_acquire_permit_script), permit_keys});
     out.push_back({limit,
                    script(lock::k_renew_permit_script, permit_keys, {token, k_ttl, k.channel}),

@@ -36,8 +36,8 @@ struct AclProbe {
 struct ProbeKeys {
     explicit ProbeKeys(std::string_view prefix);
     lock::Keys names; // of the probe lock, whose keys the fields below repeat
-    std::string prefix, lock, meta, fence, channel, slot, queue, waiting, tickets, limit, permit,
-        permit_meta, permit_fence, history, stats, events, waiters, wake, wake_channel;
+    std::string prefix, lock, meta, record, channel, old_slot, queue, waiting, limit, permit,
+        permit_meta, old_permit_fence, events, waiters, wake, wake_channel;
 };
 
 // The features, indexed by AclProbe::feature; SELECT and WAIT only where the server's

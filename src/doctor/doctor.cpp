@@ -535,15 +535,16 @@ std::vector<ServerReport> examine(std::span<Connection> conns, std::chrono::mill
     const lock::Keys keys(prefix, "redlock-doctor-probe");
     const std::string& probe = keys.lock;
     const std::string& probe_meta = keys.meta;
-    const std::string& probe_fence = keys.fence;
+    const std::string& probe_record = keys.record;
     for (bool by_sha : {false, true}) {
-        std::array<std::string_view, 6> argv{by_sha ? "EVALSHA" : "EVAL",
+        std::array<std::string_view, 7> argv{by_sha ? "EVALSHA" : "EVAL",
                                              by_sha ? lock::k_inspect_script.sha1
                                                     : lock::k_inspect_script.source,
                                              "3",
                                              probe,
                                              probe_meta,
-                                             probe_fence};
+                                             probe_record,
+                                             keys.fence_field};
         ask(conns, reports, argv);
         for (size_t i = 0; i < conns.size(); ++i) {
             if (!reports[i].scripts_ok)

@@ -20,8 +20,9 @@ struct Need {
 };
 constexpr Need k_needs[] = {
     {6, 0, "--fair", "SET KEEPTTL"},
-    {5, 0, "--limit, --once-per and the history", "streams, and writes after TIME in a script"},
-    {4, 0, "run, acquire and extend", "HSET of several fields"},
+    {5, 0, "run, acquire, --limit, --once-per and the history",
+     "writes after TIME in a script: a new fence counter starts from the clock"},
+    {4, 0, "extend", "HSET of several fields"},
 };
 constexpr std::pair<int, int> k_oldest{6, 0};
 

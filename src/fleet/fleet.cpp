@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "lock/inspect.hpp"
+#include "lock/name.hpp"
 #include "redis/fanout.hpp"
 #include "util/clock.hpp"
 #include "util/log.hpp"
@@ -48,7 +49,11 @@ constexpr size_t k_kept_messages = 1024;
 
 bool same_shown(const LockRecord& a, const LockRecord& b) {
     return a.view.state == b.view.state && a.view.token == b.view.token && a.waiters == b.waiters &&
-           a.queue == b.queue && a.view.held_permits().size() == b.view.held_permits().size();
+           a.queue == b.queue && a.view.permits_held == b.view.permits_held;
+}
+
+bool leased(const LockRecord& r) {
+    return r.view.state == lock::LockState::held && r.view.ttl_ms >= 0;
 }
 
 } // namespace
@@ -110,7 +115,10 @@ util::Expected<void> Fleet::start(int interrupt_fd) {
         lock::list_names(m_reader.connections(), m_config.key_prefix, m_options.pattern, true);
     if (found.scanned == 0 && !found.failures.empty())
         return std::unexpected(lock::unreadable_error(found.failures));
-    (void)refresh_all(interrupt_fd);
+    start_sweep();
+    bool interrupted = false;
+    while (m_sweep && !interrupted)
+        (void)sweep(interrupt_fd, &interrupted);
     return {};
 }
 
@@ -128,28 +136,38 @@ void Fleet::add_pollfds(std::vector<pollfd>& fds) {
 }
 
 Clock::time_point Fleet::next_wake(Clock::time_point now) const {
+    if (m_sweep)
+        return now;
     auto wake = now + 60s;
     if (m_notices->live() == 0 && m_refreshed_at)
         wake = std::min(wake, *m_refreshed_at + k_poll_without_notices);
+    if (m_sweep_at)
+        wake = std::min(wake, *m_sweep_at);
     if (m_resubscribe_at && !m_subscribing)
         wake = std::min(wake, *m_resubscribe_at);
     if (m_subscribing)
         if (auto d = redis::earliest_deadline(m_notices->connecting()))
             wake = std::min(wake, *d);
-    for (const auto& [name, e] : m_locks)
-        if (e.record.view.state == lock::LockState::held && e.record.view.ttl_ms >= 0)
+    for (const auto& name : m_leased)
+        if (auto it = m_locks.find(name); it != m_locks.end())
             wake =
-                std::min(wake, e.read_at + std::chrono::milliseconds(e.record.view.ttl_ms) + 50ms);
+                std::min(wake, it->second.read_at +
+                                   std::chrono::milliseconds(it->second.record.view.ttl_ms) + 50ms);
     return std::max(wake, now);
 }
 
 std::optional<std::string> Fleet::name_of(std::string_view channel) const {
+    // (Anyone may publish on a channel the pattern matches: a name redlock could not have
+    // made is no lock's, as SCAN's are checked too.)
     const std::string head = "{" + m_config.key_prefix;
     for (std::string_view tail : {"}:released", "}:events"})
         if (channel.starts_with(head) && channel.ends_with(tail) &&
-            channel.size() > head.size() + tail.size())
-            return std::string(
-                channel.substr(head.size(), channel.size() - head.size() - tail.size()));
+            channel.size() > head.size() + tail.size()) {
+            auto name = channel.substr(head.size(), channel.size() - head.size() - tail.size());
+            if (!lock::validate_name(name))
+                return std::nullopt;
+            return std::string(name);
+        }
     return std::nullopt;
 }
 
@@ -232,18 +250,22 @@ bool Fleet::step(std::span<const pollfd> fds, int interrupt_fd) {
         subscribe_again(now);
     if (!m_subscribing && m_notices->live() > 0 && m_missed_notices) {
         m_missed_notices = false;
-        changed |= refresh_all(interrupt_fd);
-    } else if (m_notices->live() == 0 &&
+        start_sweep();
+    } else if (!m_sweep && m_notices->live() == 0 &&
                (!m_refreshed_at || now >= *m_refreshed_at + k_poll_without_notices)) {
-        changed |= refresh_all(interrupt_fd);
+        start_sweep();
+    } else if (!m_sweep && m_sweep_at && now >= *m_sweep_at) {
+        start_sweep();
     }
     // A lease that could have run out: renewed (renewals say nothing), or a holder that
     // died without a word.
     now = Clock::now();
     std::vector<std::string> due;
-    for (const auto& [name, e] : m_locks)
-        if (e.record.view.state == lock::LockState::held && e.record.view.ttl_ms >= 0 &&
-            now >= e.read_at + std::chrono::milliseconds(e.record.view.ttl_ms) + 50ms)
+    for (const auto& name : m_leased)
+        if (auto it = m_locks.find(name);
+            it != m_locks.end() &&
+            now >= it->second.read_at + std::chrono::milliseconds(it->second.record.view.ttl_ms) +
+                       50ms)
             due.push_back(name);
     if (!due.empty())
         changed |= refresh(due, {}, true, interrupt_fd);
@@ -272,23 +294,75 @@ void Fleet::subscribe_again(Clock::time_point now) {
     }
 }
 
-bool Fleet::refresh_all(int interrupt_fd) {
-    // The exporter follows the names with counters too (their lock free).
-    auto found = lock::list_names(m_reader.connections(), m_config.key_prefix, m_options.pattern,
-                                  true, m_options.keep_free ? "stats" : "");
+void Fleet::start_sweep() {
+    // The exporter follows the names with a record too (their lock free: run in the
+    // history's age).
+    m_sweep = Sweep{std::make_unique<lock::NameScan>(m_reader.connections(), m_config.key_prefix,
+                                                     m_options.pattern, true,
+                                                     m_options.keep_free ? lock::k_record_suffix : ""),
+                    {},
+                    0,
+                    Clock::now()};
+    m_sweep_at.reset();
+}
+
+void Fleet::note_failures(const std::vector<lock::ServerView>& failures, bool all_listed) {
+    for (auto& server : m_servers) {
+        auto failed = std::ranges::find(failures, server.name, &lock::ServerView::server);
+        if (failed != failures.end()) {
+            server.up = false;
+            server.error = failed->error;
+        } else if (all_listed) {
+            server.up = true;
+            server.error.clear();
+        }
+    }
+}
+
+void Fleet::listed(lock::ListResult found) {
     for (size_t i = 0; i < found.cluster.size(); ++i)
         m_reader.set_cluster(i, found.cluster[i]);
-    for (auto& server : m_servers) {
-        auto failed = std::ranges::find(found.failures, server.name, &lock::ServerView::server);
-        server.up = failed == found.failures.end();
-        server.error = server.up ? std::string() : failed->error;
-    }
-    std::vector<std::string> names = std::move(found.names);
+    note_failures(found.failures, true);
+    auto& names = m_sweep->names;
+    names = std::move(found.names);
+    const size_t listed = names.size();
     for (const auto& [name, _] : m_locks)
-        if (!std::ranges::binary_search(names, name))
+        if (!std::binary_search(names.begin(), names.begin() + static_cast<std::ptrdiff_t>(listed),
+                                name))
             names.push_back(name);
-    const bool changed = refresh(names, {}, false, interrupt_fd);
-    m_refreshed_at = Clock::now();
+}
+
+bool Fleet::sweep(int interrupt_fd, bool* interrupted) {
+    auto& sweep = *m_sweep;
+    if (sweep.scan) {
+        // Listing: a SCAN a step (a server that failed is down from then on).
+        if (!sweep.scan->step()) {
+            listed(std::move(*sweep.scan).result());
+            sweep.scan.reset();
+        } else {
+            note_failures(sweep.scan->failures(), false);
+        }
+        return false;
+    }
+    const auto batch =
+        std::span(sweep.names)
+            .subspan(sweep.next, std::min(LockReader::k_batch, sweep.names.size() - sweep.next));
+    bool stopped = false;
+    const bool changed = refresh(batch, {}, false, interrupt_fd, &stopped);
+    if (stopped) {
+        if (interrupted)
+            *interrupted = true;
+        return changed; // (the same batch again at the next step)
+    }
+    sweep.next += batch.size();
+    if (sweep.next < sweep.names.size())
+        return changed;
+    const auto now = Clock::now();
+    m_refreshed_at = now;
+    if (m_options.sweep)
+        m_sweep_at =
+            now + std::max<Clock::duration>(k_sweep_least, k_sweep_rest * (now - sweep.started));
+    m_sweep.reset();
     return changed;
 }
 
@@ -299,17 +373,20 @@ void Fleet::note_servers(const Reading& reading) {
     }
 }
 
-bool Fleet::refresh(const std::vector<std::string>& names,
+bool Fleet::refresh(std::span<const std::string> names,
                     const std::map<std::string, std::vector<std::string>>& events,
-                    bool lease_ran_out, int interrupt_fd) {
+                    bool lease_ran_out, int interrupt_fd, bool* interrupted) {
     // A pipeline's worth at a time: what a reading holds is bounded, however many names.
     bool changed = false;
     for (size_t first = 0; first < names.size(); first += LockReader::k_batch) {
         const auto chunk =
-            std::span(names).subspan(first, std::min(LockReader::k_batch, names.size() - first));
+            names.subspan(first, std::min(LockReader::k_batch, names.size() - first));
         auto reading = m_reader.read(chunk, interrupt_fd);
-        if (reading.interrupted)
+        if (reading.interrupted) {
+            if (interrupted)
+                *interrupted = true;
             return changed;
+        }
         note_servers(reading);
         const auto now = Clock::now();
         for (size_t k = 0; k < chunk.size(); ++k) {
@@ -345,14 +422,22 @@ bool Fleet::apply(const std::string& name, LockRecord record, std::vector<std::s
             m_listener->changed(name, record);
     }
     const bool keep = is_held || (m_options.keep_free && !record.gone());
+    const bool lease = keep && leased(record);
     if (keep && !known && m_locks.size() >= m_options.max_names) {
         if (!std::exchange(m_said_too_many, true))
             log::note("following {} locks already; more are not kept", m_options.max_names);
-    } else if (keep) {
+        return tell && (!same || !events.empty());
+    }
+    if (keep) {
         m_locks.insert_or_assign(name, Entry{std::move(record), now});
     } else if (known) {
         m_locks.erase(it);
+        ++m_erasures;
     }
+    if (lease)
+        m_leased.insert(name);
+    else
+        m_leased.erase(name);
     return tell && (!same || !events.empty());
 }
 

@@ -13,6 +13,10 @@
 // lost, refused or dropped (a burst of notices past the reader's bound) is made again, with
 // a backoff, and every lock read again once it is: no event is missed for good, and no
 // poll on a timer lasts longer than the subscription is away.
+//
+// Reading every lock again (a sweep: the names SCAN finds, and those kept) goes a SCAN, then
+// a batch of names (LockReader::k_batch), per step, so that the caller's loop is not held
+// for long however many names there are: the exporter answers HTTP between two steps.
 
 #include <chrono>
 #include <deque>
@@ -20,12 +24,14 @@
 #include <memory>
 #include <optional>
 #include <poll.h>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "config/config.hpp"
 #include "fleet/read.hpp"
+#include "lock/inspect.hpp"
 #include "redis/subscription.hpp"
 #include "util/error.hpp"
 
@@ -55,6 +61,12 @@ class Fleet {
         // exporter), not only those held (watch).
         bool keep_free = false;
         size_t max_names = 100'000;
+        // Sweep now and then (the exporter), for what changes without a notice: another
+        // client's lock, keys that expired, waiters enlisting, a server that lost its data.
+        // The next sweep starts k_sweep_rest times as long after one ended as it took, and
+        // k_sweep_least at the soonest: the servers spend about a twentieth of their time
+        // on it at most, and a few thousand names are read again every two seconds.
+        bool sweep = false;
     };
 
     struct Entry {
@@ -71,25 +83,32 @@ class Fleet {
     Fleet(const config::Config& config, Options options, Listener* listener = nullptr);
     ~Fleet();
 
-    // Subscribes, then reads every lock (`interrupt_fd`: stop early when it is readable).
-    // An error when no server could be read at all.
+    // Subscribes, then reads every lock, all at once (`interrupt_fd`: stop early when it is
+    // readable). An error when no server could be read at all.
     [[nodiscard]] util::Expected<void> start(int interrupt_fd);
 
-    // For the caller's poll loop: the fds to poll, and when to come back at the latest.
+    // For the caller's poll loop: the fds to poll, and when to come back at the latest (now,
+    // while a sweep goes on).
     void add_pollfds(std::vector<pollfd>& fds);
     [[nodiscard]] Clock::time_point next_wake(Clock::time_point now) const;
     // After poll() on those fds (the same ones, in order): notices read, locks read again,
-    // subscriptions made again. True when what the model shows changed.
+    // subscriptions made again, a sweep started when one is due. True when what the model
+    // shows changed.
     bool step(std::span<const pollfd> fds, int interrupt_fd);
 
-    // Every lock read again (names found by SCAN, and those in the model). False when it was
-    // interrupted.
-    bool refresh_all(int interrupt_fd);
+    // A sweep under way: read its next batch (the caller decides when: the exporter lets
+    // HTTP go first). The sweep ends with its last batch. True when what is shown changed;
+    // `interrupted` (if given) set when `interrupt_fd` spoke first.
+    [[nodiscard]] bool sweeping() const { return m_sweep.has_value(); }
+    bool sweep(int interrupt_fd, bool* interrupted = nullptr);
 
     [[nodiscard]] const std::map<std::string, Entry>& locks() const { return m_locks; }
+    // How many names left the model so far: pointers to the others' entries stay good
+    // until it changes.
+    [[nodiscard]] size_t erasures() const { return m_erasures; }
     [[nodiscard]] const std::vector<ServerState>& servers() const { return m_servers; }
     [[nodiscard]] const std::string& pattern() const { return m_options.pattern; }
-    // When every lock was last read (refresh_all); nullopt before the first.
+    // When a sweep last read every lock; nullopt before the first.
     [[nodiscard]] std::optional<Clock::time_point> refreshed_at() const { return m_refreshed_at; }
     // Subscribed on how many servers.
     [[nodiscard]] size_t listening() const;
@@ -105,15 +124,30 @@ class Fleet {
     static constexpr auto k_poll_without_notices = std::chrono::seconds(5);
     static constexpr auto k_resubscribe_first = std::chrono::seconds(1);
     static constexpr auto k_resubscribe_most = std::chrono::seconds(30);
+    static constexpr auto k_sweep_least = std::chrono::seconds(2);
+    static constexpr int k_sweep_rest = 20;
 
   private:
     class Told;
+    // A sweep under way: listing the names (a SCAN a step), then reading them (a batch a
+    // step), those listed and those kept.
+    struct Sweep {
+        std::unique_ptr<lock::NameScan> scan; // while listing
+        std::vector<std::string> names;
+        size_t next = 0;
+        Clock::time_point started{};
+    };
 
+    void start_sweep();
+    // The listing done: what is to be read, and which servers answered.
+    void listed(lock::ListResult found);
+    // Servers that failed are down; with `all_listed`, the others are up.
+    void note_failures(const std::vector<lock::ServerView>& failures, bool all_listed);
     // Reads `names` again; `events` heard for each (none: a look without notices), and
     // whether their lease may have run out. True when what is shown changed.
-    bool refresh(const std::vector<std::string>& names,
+    bool refresh(std::span<const std::string> names,
                  const std::map<std::string, std::vector<std::string>>& events, bool lease_ran_out,
-                 int interrupt_fd);
+                 int interrupt_fd, bool* interrupted = nullptr);
     bool apply(const std::string& name, LockRecord record, std::vector<std::string> events,
                bool lease_ran_out, Clock::time_point now);
     void note_servers(const Reading& reading);
@@ -127,9 +161,15 @@ class Fleet {
     LockReader m_reader;
     std::unique_ptr<redis::Subscription> m_notices;
     std::map<std::string, Entry> m_locks;
+    size_t m_erasures = 0;
+    // The names held with a lease (a TTL): read again once it could have run out. Few,
+    // where m_locks may be 100,000: the poll loop looks at these alone.
+    std::set<std::string> m_leased;
     std::map<std::string, std::unique_ptr<Told>> m_told;
     std::vector<ServerState> m_servers;
     std::optional<Clock::time_point> m_refreshed_at;
+    std::optional<Sweep> m_sweep;
+    std::optional<Clock::time_point> m_sweep_at; // the next periodic sweep (Options::sweep)
     // The subscription: made again from this time on, and the backoff after it.
     std::optional<Clock::time_point> m_resubscribe_at;
     Clock::duration m_resubscribe_backoff = k_resubscribe_first;

@@ -59,7 +59,7 @@ Summary summarize(const std::string& name, const LockRecord& r, util::UtcMillis 
     c[0] = util::printable(name);
     c[1] = lock::state_name(v.state);
     if (v.limit > 0)
-        c[2] = util::format("{} of {} permits", v.held_permits().size(), v.limit);
+        c[2] = util::format("{} of {} permits", v.permits_held, v.limit);
     else if (v.holder)
         c[2] = util::printable(util::format("{}@{}:{} {}", v.holder->user, v.holder->host,
                                             v.holder->pid, v.holder->command));
@@ -100,12 +100,50 @@ Summary summarize(const std::string& name, const LockRecord& r, util::UtcMillis 
     return s;
 }
 
+// The locks shown: every one, or past k_page_locks those worth a look first (held, or
+// unknown; overdue; waited for; then those that ran last), in name order either way.
 std::vector<Summary> summaries(const Fleet& fleet, util::UtcMillis now) {
+    using Item = std::map<std::string, Fleet::Entry>::value_type;
+    struct Ranked {
+        int group;          // 0 held or unknown, 1 overdue, 2 waited for, 3 the rest
+        long long last_run; // the later, the sooner
+        const Item* item;
+    };
+    std::vector<Ranked> ranked;
+    ranked.reserve(fleet.locks().size());
+    for (const auto& item : fleet.locks()) {
+        const auto& r = item.second.record;
+        const long long last_run = std::max(r.counters.last_run_ms.value_or(0),
+                                            r.latest ? r.latest->started_ms.value_or(0) : 0);
+        const int group = r.view.state != lock::LockState::free                  ? 0
+                          : overdue(slot_of(r), r.counters.last_success_ms, now) ? 1
+                          : r.waiters > 0 || r.queue > 0                         ? 2
+                                                                                 : 3;
+        ranked.push_back({group, last_run, &item});
+    }
+    if (ranked.size() > k_page_locks) {
+        const auto last = ranked.begin() + static_cast<std::ptrdiff_t>(k_page_locks);
+        std::ranges::nth_element(ranked, last, [](const Ranked& a, const Ranked& b) {
+            return a.group != b.group ? a.group < b.group : a.last_run > b.last_run;
+        });
+        ranked.erase(last, ranked.end());
+        std::ranges::sort(ranked, {},
+                          [](const Ranked& r) -> const std::string& { return r.item->first; });
+    }
     std::vector<Summary> out;
-    out.reserve(fleet.locks().size());
-    for (const auto& [name, e] : fleet.locks())
-        out.push_back(summarize(name, e.record, now));
+    out.reserve(ranked.size());
+    for (const auto& r : ranked)
+        out.push_back(summarize(r.item->first, r.item->second.record, now));
     return out;
+}
+
+// "3 locks", or "100000 locks (the 1000 worth a look first shown: ...)".
+std::string count_text(const Fleet& fleet, size_t shown) {
+    if (shown == fleet.locks().size())
+        return util::format("{} locks", shown);
+    return util::format("{} locks ({} shown: the held, overdue and waited for, then those that "
+                        "ran last)",
+                        fleet.locks().size(), shown);
 }
 
 std::string servers_text(const Fleet& fleet) {
@@ -126,11 +164,11 @@ std::string render_page(const Fleet& fleet, util::UtcMillis now) {
            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
            "<title>redlock</title>\n<link rel=\"stylesheet\" href=\"page.css\">\n"
            "<script src=\"page.js\" defer></script>\n</head>\n<body>\n<h1>redlock</h1>\n";
-    out += util::format("<p id=\"summary\">{} locks matching <code>{}</code>; <span "
-                        "id=\"servers\">{}</span>; read at <time id=\"read-at\">{}</time>.</p>\n",
-                        all.size(), html_escape(util::printable(fleet.pattern())),
-                        html_escape(servers_text(fleet)),
-                        iso(now.time_since_epoch().count()).substr(0, 19) + "Z");
+    out += util::format(
+        "<p id=\"summary\">{} matching <code>{}</code>; <span "
+        "id=\"servers\">{}</span>; read at <time id=\"read-at\">{}</time>.</p>\n",
+        count_text(fleet, all.size()), html_escape(util::printable(fleet.pattern())),
+        html_escape(servers_text(fleet)), iso(now.time_since_epoch().count()).substr(0, 19) + "Z");
     out += "<ul id=\"server-list\">\n";
     for (const auto& s : fleet.servers())
         out += util::format(
@@ -161,7 +199,8 @@ std::string render_api(const Fleet& fleet, util::UtcMillis now) {
     json.begin_object()
         .field("generated_at", iso(now.time_since_epoch().count()))
         .field("pattern", fleet.pattern())
-        .field("summary", servers_text(fleet));
+        .field("summary", servers_text(fleet))
+        .field("total", fleet.locks().size());
     json.key("servers").begin_array();
     for (const auto& s : fleet.servers()) {
         json.begin_object().field("server", s.name).field("up", s.up).key("error");
@@ -208,7 +247,7 @@ std::string render_api(const Fleet& fleet, util::UtcMillis now) {
             json.value(v.limit);
         else
             json.null();
-        json.field("permits_held", v.held_permits().size());
+        json.field("permits_held", v.permits_held);
         json.key("last_run");
         if (r.latest) {
             const auto& e = *r.latest;

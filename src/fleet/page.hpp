@@ -15,6 +15,11 @@
 
 namespace redlock::fleet {
 
+// The most locks the page and the API list (the page of a fleet of 100,000 names would be
+// tens of megabytes, asked for every two seconds while open): past it, those worth a look
+// first (fleet/page.cpp, summaries).
+inline constexpr size_t k_page_locks = 1000;
+
 [[nodiscard]] std::string render_page(const Fleet& fleet, util::UtcMillis now);
 [[nodiscard]] std::string render_api(const Fleet& fleet, util::UtcMillis now);
 [[nodiscard]] std::string_view page_script();

@@ -121,15 +121,15 @@ LockRecord merge(const std::string& name, const std::string& key, std::vector<Pa
     long long listed = 0, listeners = 0;
     std::optional<long long> limit;
     std::map<std::string, size_t> permits;
+    std::optional<lock::HistoryEntry> latest;
     for (auto& part : parts) {
         if (part.view.reachable) {
             listed = std::max(listed, part.waiters);
             listeners = std::max(listeners, part.listeners);
             record.queue = std::max(record.queue, part.queue);
             record.counters.merge(part.counters);
-            if (part.latest &&
-                (!record.latest || part.latest->started_ms > record.latest->started_ms))
-                record.latest = std::move(part.latest);
+            if (part.latest && (!latest || part.latest->started_ms > latest->started_ms))
+                latest = std::move(part.latest);
             if (part.limit)
                 limit = std::max(limit.value_or(0), *part.limit);
             for (const auto& token : part.permits)
@@ -138,30 +138,39 @@ LockRecord merge(const std::string& name, const std::string& key, std::vector<Pa
         views.push_back(std::move(part.view));
     }
     record.waiters = util::add_counts(listed, listeners);
-    record.view = lock::merge_servers(name, key, std::move(views));
-    // The views render the merged lock only: what each server said is not kept (a
+    // What the views show of the merged lock; what each server said is not kept (a
     // thousand names over five servers would keep five thousand holders).
-    record.view.servers.clear();
-    record.view.servers.shrink_to_fit();
+    auto merged = lock::merge_servers(name, key, std::move(views));
+    auto& view = record.view;
+    view.state = merged.state;
+    view.token = std::move(merged.token);
+    view.ttl_ms = merged.ttl_ms;
+    if (merged.holder)
+        view.holder = std::make_shared<const lock::Holder>(std::move(*merged.holder));
+    view.fence = merged.fence;
+    view.wrong_type = merged.wrong_type;
+    if (merged.last_run)
+        view.slot_ms = merged.last_run->slot_ms;
+    if (merged.cron)
+        view.cron = std::make_shared<const lock::CronRecord>(std::move(*merged.cron));
     if (limit) {
         // A semaphore: held while a permit is, each permit a lock of its own held by the
         // token a majority of the servers has.
-        auto& view = record.view;
         const size_t majority = lock::majority_of(parts.size());
         view.limit = static_cast<size_t>(*limit);
         view.wrong_type = false;
-        for (const auto& [token, servers] : permits)
-            if (servers >= majority) {
-                lock::LockView permit;
-                permit.state = lock::LockState::held;
-                permit.token = token;
-                view.permits.push_back(std::move(permit));
-            }
-        view.state = !view.permits.empty()        ? lock::LockState::held
-                     : view.reachable >= majority ? lock::LockState::free
-                                                  : lock::LockState::unknown;
+        view.permits_held = static_cast<size_t>(
+            std::ranges::count_if(permits, [&](const auto& p) { return p.second >= majority; }));
+        view.state = view.permits_held > 0          ? lock::LockState::held
+                     : merged.reachable >= majority ? lock::LockState::free
+                                                    : lock::LockState::unknown;
         view.ttl_ms = -2;
     }
+    if (latest)
+        record.latest =
+            LatestRun{std::move(latest->outcome), std::move(latest->host),    latest->pid,
+                      std::move(latest->user),    std::move(latest->command), latest->exit_status,
+                      latest->started_ms,         latest->waited_ms,          latest->held_ms};
     return record;
 }
 
@@ -216,7 +225,7 @@ Counters parse_counters(const std::vector<std::pair<std::string, std::string>>& 
 
 bool LockRecord::gone() const {
     return view.state == lock::LockState::free && view.limit == 0 && waiters == 0 && queue == 0 &&
-           counters.empty() && !latest && !view.last_run && !view.cron;
+           counters.empty() && !latest && !view.slot_ms && !view.cron;
 }
 
 LockReader::LockReader(const config::Config& config)
@@ -227,7 +236,7 @@ std::string LockReader::command(Mode mode, const std::string& name) const {
     const lock::Keys k(m_prefix, name);
     const bool by_sha = mode == Mode::evalsha_ro || mode == Mode::evalsha;
     const bool ro = mode == Mode::evalsha_ro || mode == Mode::eval_ro;
-    std::array<std::string_view, 14> argv{by_sha ? (ro ? "EVALSHA_RO" : "EVALSHA")
+    std::array<std::string_view, 11> argv{by_sha ? (ro ? "EVALSHA_RO" : "EVALSHA")
                                                  : (ro ? "EVAL_RO" : "EVAL"),
                                           by_sha ? k_read_script.sha1 : k_read_script.source};
     std::ranges::copy(read_script_operands(k, k_clip), argv.begin() + 2);

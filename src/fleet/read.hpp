@@ -8,6 +8,7 @@
 
 #include <array>
 #include <map>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -54,13 +55,44 @@ struct Counters {
 [[nodiscard]] Counters
 parse_counters(const std::vector<std::pair<std::string, std::string>>& fields);
 
+// A name's lock as the views show it: lock::LockView merged over the servers, without what
+// they do not show (each server's own view, each permit's), small enough for a model of
+// 100,000 names. The holder, on the heap: most names of a fleet are free.
+struct LockSummary {
+    lock::LockState state = lock::LockState::unknown;
+    std::optional<std::string> token;           // the majority's token when held
+    long long ttl_ms = -2;                      // until fewer than a majority hold it
+    std::shared_ptr<const lock::Holder> holder; // none: free, or a client without metadata
+    std::optional<long long> fence;             // as lock::LockView::fence
+    bool wrong_type = false; // held because a majority have a key of the wrong type
+    size_t limit = 0;        // a --limit name's N (0: a plain lock)
+    size_t permits_held = 0;
+    std::optional<long long> slot_ms; // a --once-per name's slot, from its latest slot record
+    // A `redlock cron` job's latest slot, schedule and zone; on the heap: few names are jobs.
+    std::shared_ptr<const lock::CronRecord> cron;
+};
+
+// The newest run of a name's history as the views show it (lock::HistoryEntry without its
+// id, fence and who caused a skip).
+struct LatestRun {
+    std::string outcome;
+    std::string host;
+    long long pid = 0;
+    std::string user;
+    std::string command;
+    std::optional<int> exit_status;
+    std::optional<long long> started_ms; // as lock::HistoryEntry's: nullopt when unknown
+    std::optional<long long> waited_ms;
+    std::optional<long long> held_ms;
+};
+
 // One name as the fleet sees it.
 struct LockRecord {
-    lock::LockView view;   // state, holder, TTL, fence, --once-per record, --limit permits
+    LockSummary view;
     long long waiters = 0; // waiting runs: on the wait list, or listening for releases
     long long queue = 0;   // --fair places
     Counters counters;
-    std::optional<lock::HistoryEntry> latest; // the newest run in its history
+    std::optional<LatestRun> latest; // the newest run in its history
 
     // Nothing of the name was found on the servers that answered: no lock, no waiter, no
     // counter, no history.

@@ -25,11 +25,16 @@ struct Request {
     std::string_view path;   // without the query
 };
 
+// A body written a piece at a time, as the client reads it, for one too large to hold
+// whole: appends to `out` until it holds at least `want` bytes; false once it wrote its last.
+using BodyWriter = std::function<bool(std::string& out, size_t want)>;
+
 struct Response {
     int status = 200;
     std::string content_type = "text/plain; charset=utf-8";
     std::string body;
     std::vector<std::pair<std::string, std::string>> headers;
+    BodyWriter writer; // if set, the body (sent chunked), and `body` is not
 };
 
 using Handler = std::function<Response(const Request&)>;
@@ -59,6 +64,9 @@ class Server {
     [[nodiscard]] std::optional<util::BootClock::time_point> deadline() const;
     // Accepts, reads, answers and writes what can be, without blocking.
     void run();
+    // Whether it has something to do at once (a response to write on): the caller's other
+    // work can wait.
+    [[nodiscard]] bool busy() const;
 
     struct Daemon;
 

@@ -503,8 +503,10 @@ util::Expected<Acquisition> acquire(lock::Lock& lock, std::string_view name,
 
 lock::Lock make_lock(const config::Config& config, const std::string& name, std::string token,
                      Millis ttl, std::vector<std::string> holder) {
-    return lock::Lock(config.servers, lock::Keys(config.key_prefix, name), std::move(token), ttl,
-                      std::move(holder));
+    lock::Lock lock(config.servers, lock::Keys(config.key_prefix, name), std::move(token), ttl,
+                    std::move(holder));
+    lock.keep_record(config.history_max_age);
+    return lock;
 }
 
 std::vector<std::string> known_secrets(const config::Config& config) {

@@ -112,7 +112,7 @@ std::string_view slot_state(Outcome outcome) {
 }
 
 SlotTaken take_slot(lock::Lock& lock, const std::string& name, const CronSlot& slot,
-                    const std::vector<std::string>& fields, process::SignalEvents& signals) {
+                    const std::string& host, process::SignalEvents& signals) {
     lock::CronSlotArgs args;
     args.slot_ms = slot.instant_ms;
     args.claim_until_ms = slot.instant_ms + slot.window.count();
@@ -122,7 +122,7 @@ SlotTaken take_slot(lock::Lock& lock, const std::string& name, const CronSlot& s
     args.defer_until_ms = slot.instant_ms + k_rerun_first.count();
     args.schedule = slot.schedule;
     args.zone = slot.zone;
-    args.fields = fields;
+    args.host = host;
     const long long give_up_at = args.claim_until_ms + k_give_up_after.count();
     Observer quiet;
     bool told = false; // the daemon, of the servers' clock

@@ -69,10 +69,9 @@ struct SlotTaken {
 
 // Takes the lock of `name` (a single attempt each time, `quiet` told of them) and claims
 // `slot` (lock/cron_slot.hpp), until it is ours or decided, or its window has passed.
-// `fields`: the run's host, pid, user and command pairs, for the record.
+// `host`: the run's, for the record (who ran the slot; the rest is in its history entry).
 [[nodiscard]] SlotTaken take_slot(lock::Lock& lock, const std::string& name, const CronSlot& slot,
-                                  const std::vector<std::string>& fields,
-                                  process::SignalEvents& signals);
+                                  const std::string& host, process::SignalEvents& signals);
 
 // The state a slot's record keeps for a run that ended so (lock/cron_scripts.hpp): an
 // at-least-once slot whose run was lost, killed or interrupted is run again elsewhere;

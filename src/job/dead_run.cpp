@@ -33,6 +33,7 @@ DeadRun release_dead_run(const WillContents& will, Observer& observer) {
     const auto& body = will.body;
     const auto& state = will.state;
     auto lock = make_lock(body.config, body.name, state.token, body.ttl);
+    lock.keep_record(body.config.history_max_age, body.once_per);
     if (body.limit > 1) {
         lock.set_limit(body.limit);
         if (state.permit > 0)
@@ -67,9 +68,9 @@ DeadRun release_dead_run(const WillContents& will, Observer& observer) {
             // The entry alone, with the note: nothing is released.
             if (auto record = recorder.ended(Outcome::killed, std::nullopt, state.fence,
                                              std::nullopt, *out.note))
-                redis::request_all(lock.connections(),
-                                   lock::history_command(lock.name_keys(), state.token, *record),
-                                   {});
+                if (auto entry = lock::history_command(lock.name_keys(), state.token, *record);
+                    !entry.empty())
+                    redis::request_all(lock.connections(), entry, {});
         }
         return out;
     }
@@ -81,7 +82,7 @@ DeadRun release_dead_run(const WillContents& will, Observer& observer) {
     const std::optional<int> status = ended ? state.status : std::nullopt;
     const auto record = recorder.ended(out.result.outcome, status, state.fence);
     if (body.once_per)
-        lock.finish_slot(status.value_or(k_killed_status), *body.once_per);
+        lock.finish_slot(body.run, status.value_or(k_killed_status), *body.once_per);
     if (body.cron_slot_ms) // killed: an at-least-once slot is run again elsewhere
         lock::finish_cron_slot(lock, *body.cron_slot_ms, slot_state(out.result.outcome),
                                std::to_string(status.value_or(k_killed_status)));

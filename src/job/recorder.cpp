@@ -52,6 +52,7 @@ lock::HistoryRecord Recorder::base(std::string_view run, std::optional<long long
     lock::HistoryRecord record;
     record.keep = m_config.history;
     record.max_age = m_config.history_max_age;
+    record.keep_until_ms = m_keep_until_ms;
     record.fields.reserve(160 + m_holder.command.size());
     record.add("run", run);
     record.add("host", m_holder.host);

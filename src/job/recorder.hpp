@@ -28,13 +28,19 @@ class Recorder {
     [[nodiscard]] static std::string run_id(std::string_view token) {
         return std::string(token.substr(0, 16));
     }
+    // This run's id.
+    [[nodiscard]] const std::string& run() const { return m_run; }
 
     // For the last attempt of a run that will not wait on (job::acquire fills in the
     // outcome and the time waited); null for a run that waits as long as it takes.
     [[nodiscard]] const lock::HistoryRecord* skip(bool can_give_up);
     void acquired(Clock::time_point at) { m_acquired = at; }
-    // A cron slot's run: its entries name the slot (ms since the epoch).
-    void set_slot(long long slot_ms) { m_slot_ms = slot_ms; }
+    // A cron slot's run: its entries name the slot (ms since the epoch), and keep the
+    // name's record until `keep_until_ms` at least (the slot's record's need).
+    void set_slot(long long slot_ms, std::optional<long long> keep_until_ms = std::nullopt) {
+        m_slot_ms = slot_ms;
+        m_keep_until_ms = keep_until_ms;
+    }
     // The run ended at `at` (PROGRAM's tree gone), before its entry is made: the entry says
     // so, not when it was made or sent (else: then).
     void finished(Clock::time_point at) { m_finished = at; }
@@ -61,6 +67,7 @@ class Recorder {
     std::string m_run;
     std::optional<Millis> m_once_per;
     std::optional<long long> m_slot_ms;
+    std::optional<long long> m_keep_until_ms;
     Clock::time_point m_started;
     std::optional<Clock::time_point> m_acquired;
     std::optional<Clock::time_point> m_finished;

@@ -109,7 +109,7 @@ std::optional<RunResult> claim_slot(lock::Lock& lock, const RunSpec& options,
     const std::vector<std::string> fields{
         "host", holder.host, "pid",     std::to_string(holder.pid),
         "user", holder.user, "command", holder.command};
-    const auto claim = lock.claim_slot(length, early, fields);
+    const auto claim = lock.claim_slot(length, early, recorder.run(), fields);
     if (claim == lock::Lock::SlotClaim::claimed) {
         log::verbose("'{}': claimed this {} slot: {}", options.name, util::format_duration(length),
                      lock::describe_round(lock.last_round()));
@@ -138,13 +138,25 @@ std::optional<RunResult> claim_slot(lock::Lock& lock, const RunSpec& options,
 // host's crontab): a run that never began must not use up the slot, or the hosts that can
 // run the job would skip it. The record says why, for status, and the slot is open again.
 void give_back_slot(lock::Lock& lock, const RunSpec& options, const config::Config& config,
-                    const util::Error& why) {
+                    const Recorder& recorder, const util::Error& why) {
     if (options.once_per)
-        lock.finish_slot(util::exit_status(why.kind), *options.once_per,
+        lock.finish_slot(recorder.run(), util::exit_status(why.kind), *options.once_per,
                          util::redact_secrets(why.message, known_secrets(config)));
     if (options.cron)
         lock::finish_cron_slot(lock, options.cron->instant_ms, slot_state(Outcome::failed),
                                util::redact_secrets(why.message, known_secrets(config)));
+}
+
+// What keeps the name's record (lock::Lock::keep_record, besides the history's age): a
+// --once-per run's slot, and a cron run's slot record, which must outlive the slot's
+// catch-up window (CronSlot::keep) whatever the age: two "slots" of half what is left of it.
+std::optional<Millis> record_slot(const RunSpec& options) {
+    if (!options.cron)
+        return options.once_per;
+    const auto wall =
+        std::chrono::duration_cast<Millis>(std::chrono::system_clock::now().time_since_epoch());
+    const Millis left(options.cron->instant_ms + options.cron->keep.count() - wall.count());
+    return std::max(options.once_per.value_or(Millis(0)), (left + Millis(1)) / 2);
 }
 
 // A cron slot taken, and the slots before it that it found missed; or how the run ended
@@ -156,10 +168,7 @@ struct SlotStart {
 
 SlotStart take_slot_for(lock::Lock& lock, const RunSpec& options, const lock::Holder& holder,
                         const Recorder& recorder, process::SignalEvents& signals) {
-    const std::vector<std::string> fields{
-        "host", holder.host, "pid",     std::to_string(holder.pid),
-        "user", holder.user, "command", holder.command};
-    auto taken = take_slot(lock, options.name, *options.cron, fields, signals);
+    auto taken = take_slot(lock, options.name, *options.cron, holder.host, signals);
     auto record = [&](std::span<const long long> slots, Outcome outcome) {
         std::vector<lock::HistoryRecord> entries;
         for (long long slot : slots)
@@ -252,10 +261,12 @@ RunResult run(const RunSpec& options, const config::Config& config, Observer& ob
     auto lock = make_lock(config, options.name, token, options.ttl, std::move(fields));
     if (options.limit > 1)
         lock.set_limit(options.limit);
+    lock.keep_record(config.history_max_age, record_slot(options));
     const auto recorder_started = Clock::now();
     Recorder recorder(config, holder, Recorder::run_id(token), recorder_started, options.once_per);
     if (options.cron)
-        recorder.set_slot(options.cron->instant_ms);
+        recorder.set_slot(options.cron->instant_ms,
+                          options.cron->instant_ms + options.cron->keep.count());
 
     // The watchdog first, before the first attempt: from then on, whenever redlock dies,
     // it kills PROGRAM's tree (in its cgroup where one can be made) and then frees what
@@ -343,7 +354,7 @@ RunResult run(const RunSpec& options, const config::Config& config, Observer& ob
     auto child = process::Child::spawn(spawn);
     if (!child) {
         watchdog->reaped(); // the child that could not exec is reaped
-        give_back_slot(lock, options, config, child.error());
+        give_back_slot(lock, options, config, recorder, child.error());
         let_go(
             recorder.ended(Outcome::failed, util::exit_status(child.error().kind), lock.fence()));
         return failed(child.error());
@@ -394,7 +405,7 @@ RunResult run(const RunSpec& options, const config::Config& config, Observer& ob
     if (will)
         will->ended(result.outcome, slot_status(result), ended_at);
     if (options.once_per) // the slot's record says how the run ended; kept a slot at least
-        lock.finish_slot(slot_status(result), *options.once_per);
+        lock.finish_slot(recorder.run(), slot_status(result), *options.once_per);
     if (options.cron) { // and so does a cron slot's, with the slots it found missed
         std::vector<lock::HistoryRecord> entries;
         for (long long slot : missed)

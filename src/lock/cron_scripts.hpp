@@ -1,26 +1,38 @@
 #pragma once
-// The scripts of a `redlock cron` slot (lock/cron_slot.hpp). A job's slot record is a hash
-// at the name's slot key (lock/keys.hpp), on each server:
-//   cron_ms      the latest slot decided here (ms since the Unix epoch): claimed to run, or
-//                recorded missed. A max-register: a slot is claimed only where no later one
-//                (nor itself) is, so two runs of one slot cannot both win a majority.
-//   cron_state   of that slot: running (claimed; PROGRAM may run), done (it ended),
-//                lost or killed (its run lost its lease, or died, while PROGRAM ran),
-//                unstarted (PROGRAM could not be started), missed (past its window)
-//   token, host, pid, user, command, started_ms, ended_ms, status: its run
-//   skipped_ms   the latest slot skipped because an earlier one still ran (overlap=skip)
-//   pending_ms   overlap=queue: the slot waiting for the running one to end
-//   schedule, zone, next_ms: the job's schedule as its last claim saw it (the exporter's)
-// Times are the server's (TIME). The record expires at the time its writer says (the
-// slot's catch-up window and the next fire, within the history's age), never sooner than
-// it already would.
+// The scripts of a `redlock cron` slot (lock/cron_slot.hpp). A job's slot record is a few
+// fields of the name's record (lock/keys.hpp, KEYS[3] of the claim; lock/scripts.hpp has
+// the record's other fields), on each server:
+//   c    the latest slot decided here (ms since the Unix epoch): claimed to run, or recorded
+//        missed. A max-register: a slot is claimed only where no later one (nor itself) is,
+//        so two runs of one slot cannot both win a majority.
+//   cs   that slot's state: running (claimed; PROGRAM may run), done (it ended), lost or
+//        killed (its run lost its lease, or died, while PROGRAM ran), unstarted (PROGRAM
+//        could not be started), missed (past its window)
+//   ct, ch, cb, ce, cx
+//        its run: the claimer's token, its host, when it started and ended, its exit
+//        status (or what could not be started); the rest of the run is in its history entry
+//   ck   the latest slot skipped because an earlier one still ran (overlap=skip)
+//   cq   overlap=queue: the slot waiting for the running one to end
+//   cn, cw, cz
+//        the job's next fire after the slot, its schedule and zone, as the slot's claim saw
+//        them (the exporter's)
+// Text values are clipped to 63 bytes, so that the record stays a listpack (lock/scripts.hpp).
+// Times are the server's (TIME). The record expires as every write of a run says
+// (k_keep_record: the history's age); a slot's claim, skip or queueing pushes it back to
+// the time its writer says (the slot's catch-up window and the next fire, within the
+// history's age) if that is later, never sooner, and a cron run keeps it that long too
+// (job/run.cpp), so that no slot is claimed twice while a run of it may still come.
 
 #include "lock/scripts.hpp"
 
 namespace redlock::lock {
 
-// The record's expiry moved to ARGV `keep` (ms since the epoch) if that is later.
-inline constexpr auto k_cron_keep = fragment(R"lua(local function keep(key, at)
+// The record's expiry moved to `at` (ms since the epoch) if that is later; `clip(text)`:
+// a text value as the record keeps it.
+inline constexpr auto k_cron_keep = fragment(R"lua(local function clip(text)
+  return string.sub(text, 1, 63)
+end
+local function keep(key, at)
   local ttl = redis.call("pttl", key)
   if ttl < 0 or now + ttl < at then redis.call("pexpireat", key, at) end
 end
@@ -28,10 +40,10 @@ end
                                              {.calls = {"pttl", "pexpireat"}});
 
 // The record's fields a decision needs, and the reply that says a slot is decided here
-// already: {-1, cron_ms, skipped_ms, cron_state, host, now}.
+// already: {-1, c, ck, cs, ch, now}.
 inline constexpr auto k_cron_read = fragment(
     R"lua(local slot = tonumber(ARGV[2])
-local r = redis.call("hmget", RECORD, "cron_ms", "cron_state", "token", "skipped_ms", "pending_ms", "host")
+local r = redis.call("hmget", RECORD, "c", "cs", "ct", "ck", "cq", "ch")
 local last, state, claimer = tonumber(r[1]), r[2] or "", r[3] or ""
 local skipped, pending = tonumber(r[4]), tonumber(r[5])
 local function decided() return {-1, last or -1, skipped or -1, state, r[6] or "", now} end
@@ -44,7 +56,7 @@ local function dead(st) return st == "running" or st == "lost" or st == "killed"
 // ARGV[3] the last instant a fresh claim may be made, ARGV[4] "1" for an at-least-once job,
 // ARGV[5] the record's expiry, ARGV[6] the next fire, ARGV[7] the schedule, ARGV[8] its
 // zone, ARGV[9] until when an at-least-once job's earlier slot whose run died goes first,
-// ARGV[10..] the run's host, pid, user and command as field/value pairs). The holder's
+// ARGV[10] the run's host). The holder's
 // metadata gets "cron_claimed": its run is under way (k_cron_yield_script). Every reply
 // ends with this server's TIME (ms). Replies:
 //   0                      the lock does not hold our token here
@@ -81,11 +93,11 @@ elseif skipped and skipped >= slot and pending ~= slot then
 elseif ARGV[4] == "1" and last and dead(state) and now < tonumber(ARGV[9]) and gone() then
   return {5, last, -1, state, "", now}
 elseif now > tonumber(ARGV[3]) then
-  redis.call("hset", RECORD, "cron_ms", slot, "cron_state", "missed", "next_ms", ARGV[6], "schedule", ARGV[7], "zone", ARGV[8])
+  redis.call("hset", RECORD, "c", slot, "cs", "missed", "cn", ARGV[6], "cw", clip(ARGV[7]), "cz", clip(ARGV[8]))
   keep(RECORD, tonumber(ARGV[5]))
   return {-4, last or -1, skipped or -1, "", "", now}
 end
-redis.call("hset", RECORD, "cron_ms", slot, "cron_state", "running", "token", ARGV[1], "started_ms", now, "ended_ms", "", "status", "", "next_ms", ARGV[6], "schedule", ARGV[7], "zone", ARGV[8], unpack(ARGV, 10))
+redis.call("hset", RECORD, "c", slot, "cs", "running", "ct", ARGV[1], "ch", clip(ARGV[10] or ""), "cb", now, "ce", "", "cx", "", "cn", ARGV[6], "cw", clip(ARGV[7]), "cz", clip(ARGV[8]))
 keep(RECORD, tonumber(ARGV[5]))
 redis.call("hset", KEYS[2], "cron_claimed", slot)
 return {code, last or -1, skipped or -1, "", "", now})lua",
@@ -140,12 +152,12 @@ for _, meta in ipairs(metas) do
   end
 end
 if ARGV[4] == "queue" and (pending == slot or not pending or (last and pending <= last)) then
-  redis.call("hset", RECORD, "pending_ms", slot)
+  redis.call("hset", RECORD, "cq", slot)
   keep(RECORD, tonumber(ARGV[5]))
   return {15, -1, -1, "", "", now}
 end
 if ARGV[4] ~= "look" then
-  if not skipped or skipped < slot then redis.call("hset", RECORD, "skipped_ms", slot) end
+  if not skipped or skipped < slot then redis.call("hset", RECORD, "ck", slot) end
   keep(RECORD, tonumber(ARGV[5]))
   return {14, -1, -1, "", "", now}
 end
@@ -158,13 +170,13 @@ inline constexpr Script k_cron_yield_script = script(k_cron_yield_text);
 // unstarted, ARGV[4] the exit status, or what could not be started). Returns 1 recorded,
 // 0 not ours.
 inline constexpr auto k_cron_finish_text = compose(
-    fragment(R"lua(local r = redis.call("hmget", KEYS[1], "token", "cron_ms")
+    fragment(R"lua(local r = redis.call("hmget", KEYS[1], "ct", "c")
 if r[1] ~= ARGV[1] or tonumber(r[2]) ~= tonumber(ARGV[2]) then return 0 end
 )lua",
              {.calls = {"hmget"}}),
     k_server_now,
     fragment(
-        R"lua(redis.call("hset", KEYS[1], "cron_state", ARGV[3], "ended_ms", now, "status", ARGV[4])
+        R"lua(redis.call("hset", KEYS[1], "cs", ARGV[3], "ce", now, "cx", string.sub(ARGV[4], 1, 63))
 return 1)lua",
         {.calls = {"hset"}}));
 inline constexpr Script k_cron_finish_script = script(k_cron_finish_text);

@@ -146,12 +146,12 @@ std::vector<std::string> common_args(const Lock& lock, const CronSlotArgs& args)
 CronClaim claim_cron_slot(Lock& lock, const CronSlotArgs& args) {
     const auto& name = lock.name_keys();
     const std::string meta = lock.limit() > 1 ? name.permit(lock.permit()).meta : name.meta;
-    const std::array<std::string, 4> k{lock.key(), meta, name.slot, name.lock};
+    const std::array<std::string, 4> k{lock.key(), meta, name.record, name.lock};
     std::vector<std::string> argv = common_args(lock, args);
-    argv.insert(argv.end(), {std::to_string(args.claim_until_ms), args.at_least_once ? "1" : "0",
-                             std::to_string(args.keep_until_ms), std::to_string(args.next_ms),
-                             args.schedule, args.zone, std::to_string(args.defer_until_ms)});
-    argv.insert(argv.end(), args.fields.begin(), args.fields.end());
+    argv.insert(argv.end(),
+                {std::to_string(args.claim_until_ms), args.at_least_once ? "1" : "0",
+                 std::to_string(args.keep_until_ms), std::to_string(args.next_ms), args.schedule,
+                 args.zone, std::to_string(args.defer_until_ms), args.host});
     send(lock.connections(), k_cron_claim_script, k, argv);
     const size_t total = lock.connections().size();
     const size_t majority = majority_of(total);
@@ -196,7 +196,7 @@ CronClaim claim_cron_slot(Lock& lock, const CronSlotArgs& args) {
 
 CronLook look_at_cron_slot(Lock& lock, const CronSlotArgs& args, CronOverlap overlap) {
     const auto& name = lock.name_keys();
-    std::vector<std::string> keys{name.lock, name.meta, name.slot};
+    std::vector<std::string> keys{name.lock, name.meta, name.record};
     for (size_t i = 1; lock.limit() > 1 && i <= lock.limit(); ++i)
         keys.push_back(name.permit(i).meta);
     std::vector<std::string> argv = common_args(lock, args);
@@ -241,7 +241,7 @@ CronLook look_at_cron_slot(Lock& lock, const CronSlotArgs& args, CronOverlap ove
 
 void finish_cron_slot(Lock& lock, long long slot_ms, std::string_view state,
                       std::string_view status, std::span<const HistoryRecord> more) {
-    const std::array<std::string, 1> keys{lock.name_keys().slot};
+    const std::array<std::string, 1> keys{lock.name_keys().record};
     const std::array<std::string, 4> argv{lock.token(), std::to_string(slot_ms), std::string(state),
                                           std::string(status)};
     send(lock.connections(), k_cron_finish_script, keys, argv, entries(lock, more), more.size());

@@ -32,7 +32,7 @@ struct CronSlotArgs {
     long long defer_until_ms = 0;
     std::string schedule; // the job's schedule and zone, for the exporter
     std::string zone;
-    std::vector<std::string> fields; // the run's host, pid, user and command pairs
+    std::string host; // the run's host, for the record (who ran the slot)
 };
 
 struct CronClaim {

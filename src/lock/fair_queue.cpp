@@ -1,9 +1,10 @@
 // Waiting in line: the wait list a release wakes the first of, and --fair's queue, a place
-// in it a ticket (the largest of the servers' INCR over a majority). Each acquire() then
+// in it a ticket (one more than the queue's last, the largest over a majority). Each acquire() then
 // keeps the place alive and goes on only at the head of the queue (lock/scripts.hpp,
 // k_fair_enrol).
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <limits>
 #include <utility>
 
@@ -90,10 +91,6 @@ std::string Lock::waiting_key() const {
     return m_name.waiting;
 }
 
-std::string Lock::ticket_key() const {
-    return m_name.tickets;
-}
-
 std::optional<std::vector<long long>> Lock::integers_from_majority(const std::string& command) {
     auto now = Clock::now();
     for (auto& c : m_conns)
@@ -114,14 +111,38 @@ std::optional<std::vector<long long>> Lock::integers_from_majority(const std::st
 }
 
 util::Expected<long long> Lock::take_ticket() {
-    const std::string key = ticket_key();
-    const std::array<std::string_view, 2> argv{"INCR", key};
-    // The largest over a majority: every attempt then raises the counters to it, so a
-    // waiter that takes its ticket later gets a larger one on any majority.
-    auto tickets = integers_from_majority(redis::encode_command(argv));
-    if (!tickets)
+    // One more than the last ticket in the queue, the largest over a majority: a waiter
+    // that takes its ticket once another stands in line on a majority gets a larger one (two
+    // majorities meet), and an attempt puts it in line at once. No counter is kept: the
+    // queue goes with its last waiter, and leaves nothing behind.
+    const std::string key = queue_key();
+    const std::array<std::string_view, 5> argv{"ZRANGE", key, "-1", "-1", "WITHSCORES"};
+    const std::string command = redis::encode_command(argv);
+    auto now = Clock::now();
+    for (auto& c : m_conns)
+        c.start(command, {}, now);
+    std::vector<long long> tickets;
+    auto count = [&] {
+        tickets.clear();
+        for (const auto& c : m_conns) {
+            if (c.busy() || !c.outcome() || !c.outcome()->reply ||
+                c.outcome()->reply->type != REDIS_REPLY_ARRAY)
+                continue;
+            const redisReply& tail = *c.outcome()->reply;
+            long long last = 0;
+            if (tail.elements == 2 && tail.element[1]->type == REDIS_REPLY_STRING) {
+                // A score as the queue holds it: a ticket (a whole number, at most 2^53).
+                const double score = std::strtod(tail.element[1]->str, nullptr);
+                last = score >= 0 && score < 9007199254740992.0 ? static_cast<long long>(score) : 0;
+            }
+            tickets.push_back(last + 1);
+        }
+        return tickets.size() >= majority_of(m_conns.size());
+    };
+    (void)redis::wait(m_conns, count);
+    if (!count())
         return std::unexpected(quorum_error(collect()));
-    m_ticket = std::ranges::max(*tickets);
+    m_ticket = std::ranges::max(tickets);
     return *m_ticket;
 }
 

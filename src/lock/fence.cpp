@@ -21,8 +21,9 @@ bool Lock::write_fence(const std::vector<size_t>& yes_servers, long long fence, 
     // Always EVAL: a server that never saw this script (first contact, restarted empty)
     // would answer an EVALSHA with NOSCRIPT, and the fallback of a write not waited for
     // once a majority confirmed would never be sent, leaving its copy of the fence out.
-    std::vector<std::string> args{m_token, std::to_string(fence)};
-    const std::array<std::string, 3> keys{m_keys.lock, m_keys.meta, m_keys.fence};
+    const auto [age, slot, field] = fence_args();
+    const std::array<std::string, 5> args{m_token, std::to_string(fence), field, age, slot};
+    const std::array<std::string, 3> keys{m_keys.lock, m_keys.meta, m_name.record};
     auto command = script_call(k_fence_script, false, keys, args);
     std::vector<bool> to(m_conns.size(), false);
     for (size_t i : yes_servers)

@@ -74,6 +74,8 @@ parse_history_entry(const std::vector<std::pair<std::string, std::string>>& fiel
 
 std::string history_command(const Keys& keys, const std::string& token,
                             const HistoryRecord& record) {
+    if (record.keep == 0)
+        return {};
     // Built as one argv of views: this goes with every release.
     const std::string keep = std::to_string(record.keep);
     const std::string age = std::to_string(record.max_age.count());
@@ -86,14 +88,24 @@ std::string history_command(const Keys& keys, const std::string& token,
         ended = std::to_string(
             std::chrono::floor<std::chrono::milliseconds>(wall.time_since_epoch()).count());
     }
-    std::vector<std::string_view> argv{"EVAL",     k_history_script.source,
-                                       "4",        keys.history,
-                                       keys.lock,  keys.meta,
-                                       keys.stats, record.skip ? "skip" : "run",
-                                       token,      keep,
-                                       age,        waited,
-                                       held,       record.fields,
+    std::vector<std::string_view> argv{"EVAL",
+                                       k_history_script.source,
+                                       "3",
+                                       keys.record,
+                                       keys.lock,
+                                       keys.meta,
+                                       record.skip ? "skip" : "run",
+                                       token,
+                                       keep,
+                                       age,
+                                       waited,
+                                       held,
+                                       record.fields,
                                        ended};
+    const std::string keep_until =
+        record.keep_until_ms ? std::to_string(*record.keep_until_ms) : std::string();
+    if (record.keep_until_ms)
+        argv.push_back(keep_until);
     return redis::encode_command(argv);
 }
 
@@ -101,19 +113,17 @@ namespace {
 
 // Where one server's reading is: the page to ask for next.
 struct Cursor {
-    std::string from = "+"; // read back from this id (inclusive)
-    std::string last;       // the previous page's last id, not returned again
+    std::string from = "+"; // read back from this entry's number (inclusive)
+    std::string last;       // the previous page's last number
     size_t runs = 0;        // runs read
     bool done = false;
 };
 
 std::string page_call(const Keys& keys, const Cursor& cursor, size_t count, bool by_sha) {
-    // One more when the first will be the last page's last, which is not returned.
-    const auto n = std::to_string(
-        std::min(count - cursor.runs + (cursor.last.empty() ? 0 : 1), k_history_page_entries));
-    return script_call(k_history_page_script, by_sha, {keys.history},
-                       {cursor.from, n, std::to_string(k_max_history_entry),
-                        std::to_string(k_max_history_page), cursor.last});
+    const auto n = std::to_string(std::min(count - cursor.runs, k_history_page_entries));
+    return script_call(
+        k_history_page_script, by_sha, {keys.record},
+        {cursor.from, n, std::to_string(k_max_history_entry), std::to_string(k_max_history_page)});
 }
 
 // Why server `c` could not be read, or nullopt when `reply` can be.
@@ -131,8 +141,8 @@ std::optional<std::string> unreadable(const redis::Connection& c, const Keys& ke
         out.auth_error |= redis::is_auth_error(reply);
         if (redis::error_code(redis::text(reply)) == redis::ErrorCode::wrongtype ||
             redis::text(reply).find("WRONGTYPE") != std::string_view::npos)
-            return util::format("{}: {} is not a history (a key of another type)", c.name(),
-                                keys.history);
+            return util::format("{}: {} is not a name's record (a key of another type)", c.name(),
+                                keys.record);
         return util::format("{}: {}", c.name(), redis::text(reply));
     }
     if (reply.type != REDIS_REPLY_ARRAY || reply.elements != 2 ||
@@ -200,12 +210,15 @@ HistoryRead read_history(std::span<redis::Connection> conns, const Keys& keys, s
                     (!it->second.started_ms || *entry->started_ms < *it->second.started_ms))
                     it->second.started_ms = entry->started_ms;
             }
-            const bool more = reply.element[0]->integer == 1 && page.elements > 0;
+            // The next page from the entry before the last one read (entries are numbered).
+            const auto last = number(cursor.last);
+            const bool more =
+                reply.element[0]->integer == 1 && page.elements > 0 && last && *last > 1;
             if (!more || cursor.runs >= count) {
                 cursor.done = true;
                 ++out.answered;
             } else {
-                cursor.from = cursor.last;
+                cursor.from = std::to_string(*last - 1);
             }
         }
     }

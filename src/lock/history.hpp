@@ -1,7 +1,7 @@
 #pragma once
 // A name's history: one entry per run that reached a decision (it ran, lost its lease, was
 // stopped, was refused, gave up waiting...), kept on the lock servers themselves, beside the
-// lock in its hash slot (lock/keys.hpp: {<key>}:history, a stream capped by count and age).
+// lock in its hash slot (lock/keys.hpp: in the name's record, capped by count and age).
 // A run writes its entry in the same write as the request that decided it (the release, an
 // extend of --min-hold, or its last attempt when refused: lock/scripts.hpp,
 // k_history_script), so recording costs no round trip; a write that fails changes nothing
@@ -34,6 +34,9 @@ struct HistoryRecord {
     // it (sent as this host's wall-clock time, bounded by the server's TIME); nullopt: when
     // it arrives.
     std::optional<redis::Clock::time_point> ended;
+    // A `redlock cron` slot's run: the record is kept until then at least (ms since the
+    // Unix epoch; lock/cron_scripts.hpp), however short the history's age.
+    std::optional<long long> keep_until_ms;
     // Field/value pairs: run, host, pid, user, command, outcome, and as they apply status,
     // fence, by_host, by_pid, by_user, note; each one ended by a NUL, as the history script takes
     // them (one argument for all: this goes with every release).
@@ -82,7 +85,8 @@ struct HistoryRead {
 
 // The history script's call (EVAL, as it goes behind another request) recording `record`
 // for the name whose keys are `keys`; `token` is the attempt's (a skip is recorded only
-// where another token holds the lock).
+// where another token holds the lock). Empty when nothing is kept (history = 0: no entry,
+// no counters).
 [[nodiscard]] std::string history_command(const Keys& keys, const std::string& token,
                                           const HistoryRecord& record);
 

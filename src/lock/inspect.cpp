@@ -63,7 +63,7 @@ std::optional<LastRun> parse_last_run(std::map<std::string, std::string> fields)
 } // namespace
 
 std::optional<CronRecord> parse_cron_record(const std::map<std::string, std::string>& fields) {
-    auto slot = util::plausible_ms(number_field(fields, "cron_ms"));
+    auto slot = util::plausible_ms(number_field(fields, "c"));
     if (!slot)
         return std::nullopt;
     CronRecord r;
@@ -72,18 +72,18 @@ std::optional<CronRecord> parse_cron_record(const std::map<std::string, std::str
         auto it = fields.find(name);
         return it == fields.end() ? std::string() : it->second;
     };
-    r.state = text("cron_state");
-    r.next_ms = util::plausible_ms(number_field(fields, "next_ms"));
+    r.state = text("cs");
+    r.next_ms = util::plausible_ms(number_field(fields, "cn"));
     if (r.next_ms && *r.next_ms == 0)
         r.next_ms.reset();
-    r.schedule = text("schedule");
-    r.zone = text("zone");
-    r.skipped_ms = util::plausible_ms(number_field(fields, "skipped_ms"));
-    r.started_ms = util::plausible_ms(number_field(fields, "started_ms"));
-    r.ended_ms = util::plausible_ms(number_field(fields, "ended_ms"));
-    if (auto status = number_field(fields, "status"); status && *status >= 0 && *status <= 255)
+    r.schedule = text("cw");
+    r.zone = text("cz");
+    r.skipped_ms = util::plausible_ms(number_field(fields, "ck"));
+    r.started_ms = util::plausible_ms(number_field(fields, "cb"));
+    r.ended_ms = util::plausible_ms(number_field(fields, "ce"));
+    if (auto status = number_field(fields, "cx"); status && *status >= 0 && *status <= 255)
         r.status = static_cast<int>(*status);
-    r.host = text("host");
+    r.host = text("ch");
     return r;
 }
 
@@ -272,8 +272,10 @@ LockView read_lock(std::span<redis::Connection> conns, std::string_view name, co
                    bool with_slot, bool majority_only) {
     auto call = [&](bool by_sha) {
         if (!with_slot) // a permit has no --once-per record
-            return script_call(k_inspect_script, by_sha, {keys.lock, keys.meta, keys.fence});
-        return script_call(k_inspect_script, by_sha, {keys.lock, keys.meta, keys.fence, keys.slot});
+            return script_call(k_inspect_script, by_sha, {keys.lock, keys.meta, keys.record},
+                               {keys.fence_field});
+        return script_call(k_inspect_script, by_sha, {keys.lock, keys.meta, keys.record},
+                           {keys.fence_field, "slot"});
     };
     const auto command = call(true);
     const auto fallback = call(false);
@@ -426,9 +428,6 @@ std::vector<config::Endpoint> cluster_masters(const redis::Connection& conn) {
     return out;
 }
 
-ListResult scan_names(std::span<redis::Connection> conns, std::string_view prefix,
-                      std::string_view pattern, size_t wait_for, std::string_view companion);
-
 } // namespace
 
 void wait_for_answers(std::span<redis::Connection> conns, size_t wait_for) {
@@ -458,125 +457,129 @@ std::string glob_escape(std::string_view text) {
     return out;
 }
 
-ListResult list_names(std::span<redis::Connection> conns, std::string_view prefix,
-                      std::string_view pattern, bool majority_only, std::string_view companion) {
+NameScan::NameScan(std::span<redis::Connection> conns, std::string_view prefix,
+                   std::string_view pattern, bool majority_only, std::string_view companion)
+    : m_prefix(prefix), m_companion(companion) {
     // A Redis Cluster node holds only its own slots' keys: every master is scanned in its
     // place. A server that is not a cluster node refuses CLUSTER NODES and is scanned itself.
     const std::array<std::string_view, 2> cluster_nodes{"CLUSTER", "NODES"};
-    const size_t wait_for = majority_only ? majority_of(conns.size()) : conns.size();
     auto now = redis::Clock::now();
     for (auto& c : conns)
         c.start(redis::encode_command(cluster_nodes), {}, now);
-    wait_for_answers(conns, wait_for);
-    std::vector<redis::Connection> nodes;
-    std::vector<bool> cluster;
+    wait_for_answers(conns, majority_only ? majority_of(conns.size()) : conns.size());
     bool any_cluster = false;
     for (auto& conn : conns) {
         auto masters = cluster_masters(conn);
-        cluster.push_back(!masters.empty());
+        m_result.cluster.push_back(!masters.empty());
         any_cluster = any_cluster || !masters.empty();
         if (masters.empty())
-            nodes.emplace_back(conn.server());
+            m_nodes.emplace_back(conn.server());
         for (const auto& master : masters) {
             auto server = conn.server();
             server.url.host = master.host;
             server.url.port = master.port;
-            nodes.emplace_back(std::move(server));
+            m_nodes.emplace_back(std::move(server));
         }
     }
-    auto scanned = any_cluster ? std::span<redis::Connection>(nodes) : conns;
-    auto result =
-        scan_names(scanned, prefix, pattern,
-                   majority_only ? majority_of(scanned.size()) : scanned.size(), companion);
-    result.cluster = std::move(cluster);
-    return result;
-}
-
-namespace {
-
-ListResult scan_names(std::span<redis::Connection> conns, std::string_view prefix,
-                      std::string_view pattern, size_t wait_for, std::string_view companion) {
-    ListResult result;
-    std::set<std::string> names;
-    std::vector<std::string> cursors(conns.size(), "0");
-    std::vector<bool> done(conns.size(), false);
+    if (!any_cluster)
+        m_nodes.clear();
+    m_conns = any_cluster ? std::span<redis::Connection>(m_nodes) : conns;
+    m_wait_for = majority_only ? majority_of(m_conns.size()) : m_conns.size();
+    m_cursors.assign(m_conns.size(), "0");
+    m_done.assign(m_conns.size(), false);
+    m_stage.assign(m_conns.size(), 0);
     // The lock keys, then (with `companion`) the names' companion keys of that suffix: each
     // server goes through them one after the other.
-    std::vector<std::string> matches{glob_escape(prefix) + std::string(pattern)};
+    m_matches.push_back(glob_escape(prefix) + std::string(pattern));
     if (!companion.empty())
-        matches.push_back("{" + glob_escape(prefix) + std::string(pattern) +
-                          "}:" + glob_escape(companion));
-    std::vector<size_t> stage(conns.size(), 0);
-    // SCAN visits every key present for the whole scan at least once; the bound only stops
-    // a misbehaving server from keeping us forever.
-    for (int round = 0; round < 1'000'000; ++round) {
-        auto now = redis::Clock::now();
-        bool any = false;
-        for (size_t i = 0; i < conns.size(); ++i) {
-            if (done[i])
-                continue;
-            std::array<std::string_view, 6> argv{"SCAN",  cursors[i], "MATCH", matches[stage[i]],
-                                                 "COUNT", "1000"};
-            conns[i].start(redis::encode_command(argv), {}, now);
-            any = true;
-        }
-        if (!any)
-            break;
-        // (A server done already counts as answered: its last reply is still there.)
-        wait_for_answers(conns, wait_for);
-        for (size_t i = 0; i < conns.size(); ++i) {
-            if (done[i])
-                continue;
-            ServerView sv;
-            const redisReply* reply = read_outcome(conns[i], sv);
-            if (reply && (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2)) {
-                sv.reachable = false;
-                sv.error = "unexpected reply to SCAN";
-                reply = nullptr;
-            }
-            if (!reply) {
-                done[i] = true;
-                result.failures.push_back(std::move(sv));
-                continue;
-            }
-            if (reply && (reply->element[0]->type != REDIS_REPLY_STRING ||
-                          !is_cursor(redis::text(*reply->element[0])))) {
-                // Looping on a cursor that can never be 0 would keep us for a million
-                // rounds: treat the server as broken.
-                sv.reachable = false;
-                sv.error =
-                    "unexpected reply to SCAN (cursor " + redis::describe(*reply->element[0]) + ")";
-                done[i] = true;
-                result.failures.push_back(std::move(sv));
-                continue;
-            }
-            cursors[i] = std::string(redis::text(*reply->element[0]));
-            const redisReply* keys = reply->element[1];
-            const std::string head =
-                stage[i] == 0 ? std::string(prefix) : "{" + std::string(prefix);
-            const std::string tail = stage[i] == 0 ? std::string() : "}:" + std::string(companion);
-            for (size_t k = 0; keys->type == REDIS_REPLY_ARRAY && k < keys->elements; ++k) {
-                auto key = redis::text(*keys->element[k]);
-                if (!key.starts_with(head) || !key.ends_with(tail) ||
-                    key.size() < head.size() + tail.size())
-                    continue;
-                auto name = key.substr(head.size(), key.size() - head.size() - tail.size());
-                if (validate_name(name))
-                    names.emplace(name);
-            }
-            if (cursors[i] == "0" && ++stage[i] < matches.size())
-                continue; // the next match, from cursor 0
-            if (cursors[i] == "0") {
-                done[i] = true;
-                ++result.scanned;
-            }
-        }
-    }
-    result.names.assign(names.begin(), names.end());
-    return result;
+        m_matches.push_back("{" + glob_escape(prefix) + std::string(pattern) +
+                            "}:" + glob_escape(companion));
 }
 
-} // namespace
+NameScan::~NameScan() = default;
+
+bool NameScan::step() {
+    // SCAN visits every key present for the whole scan at least once; the bound only stops
+    // a misbehaving server from keeping us forever.
+    if (++m_rounds > 1'000'000)
+        return false;
+    auto now = redis::Clock::now();
+    bool any = false;
+    for (size_t i = 0; i < m_conns.size(); ++i) {
+        if (m_done[i])
+            continue;
+        std::array<std::string_view, 6> argv{"SCAN",  m_cursors[i], "MATCH", m_matches[m_stage[i]],
+                                             "COUNT", "1000"};
+        m_conns[i].start(redis::encode_command(argv), {}, now);
+        any = true;
+    }
+    if (!any)
+        return false;
+    // (A server done already counts as answered: its last reply is still there.)
+    wait_for_answers(m_conns, m_wait_for);
+    for (size_t i = 0; i < m_conns.size(); ++i) {
+        if (m_done[i])
+            continue;
+        ServerView sv;
+        const redisReply* reply = read_outcome(m_conns[i], sv);
+        if (reply && (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2)) {
+            sv.reachable = false;
+            sv.error = "unexpected reply to SCAN";
+            reply = nullptr;
+        }
+        if (!reply) {
+            m_done[i] = true;
+            m_result.failures.push_back(std::move(sv));
+            continue;
+        }
+        if (reply && (reply->element[0]->type != REDIS_REPLY_STRING ||
+                      !is_cursor(redis::text(*reply->element[0])))) {
+            // Looping on a cursor that can never be 0 would keep us for a million
+            // rounds: treat the server as broken.
+            sv.reachable = false;
+            sv.error =
+                "unexpected reply to SCAN (cursor " + redis::describe(*reply->element[0]) + ")";
+            m_done[i] = true;
+            m_result.failures.push_back(std::move(sv));
+            continue;
+        }
+        m_cursors[i] = std::string(redis::text(*reply->element[0]));
+        const redisReply* keys = reply->element[1];
+        const std::string head =
+            m_stage[i] == 0 ? std::string(m_prefix) : "{" + std::string(m_prefix);
+        const std::string tail = m_stage[i] == 0 ? std::string() : "}:" + std::string(m_companion);
+        for (size_t k = 0; keys->type == REDIS_REPLY_ARRAY && k < keys->elements; ++k) {
+            auto key = redis::text(*keys->element[k]);
+            if (!key.starts_with(head) || !key.ends_with(tail) ||
+                key.size() < head.size() + tail.size())
+                continue;
+            auto name = key.substr(head.size(), key.size() - head.size() - tail.size());
+            if (validate_name(name))
+                m_names.emplace(name);
+        }
+        if (m_cursors[i] == "0" && ++m_stage[i] < m_matches.size())
+            continue; // the next match, from cursor 0
+        if (m_cursors[i] == "0") {
+            m_done[i] = true;
+            ++m_result.scanned;
+        }
+    }
+    return std::ranges::any_of(m_done, [](bool done) { return !done; });
+}
+
+ListResult NameScan::result() && {
+    m_result.names.assign(std::make_move_iterator(m_names.begin()),
+                          std::make_move_iterator(m_names.end()));
+    return std::move(m_result);
+}
+
+ListResult list_names(std::span<redis::Connection> conns, std::string_view prefix,
+                      std::string_view pattern, bool majority_only, std::string_view companion) {
+    NameScan scan(conns, prefix, pattern, majority_only, companion);
+    while (scan.step()) {
+    }
+    return std::move(scan).result();
+}
 
 size_t force_release(std::span<redis::Connection> conns, const LockView& view,
                      const ForceRelease& by) {
@@ -601,7 +604,7 @@ size_t force_release(std::span<redis::Connection> conns, const LockView& view,
             if (const auto& token = permit.servers[i].token)
                 conns[i].start_pipelined(
                     script_call(k_release_permit_script, false,
-                                {pk.lock, pk.meta, pk.fence, keys.lock, keys.limit, keys.waiters,
+                                {pk.lock, pk.meta, keys.record, keys.lock, keys.limit, keys.waiters,
                                  keys.queue},
                                 {*token, keys.released, keys.wake, "1", std::to_string(p + 1)}) +
                         notice(*token),
@@ -618,15 +621,14 @@ size_t force_release(std::span<redis::Connection> conns, const LockView& view,
         // The set goes, and the history records the force once (its entry names no holder:
         // a semaphore has several).
         const std::array<std::string_view, 2> del{"DEL", keys.limit};
-        std::string request = redis::encode_command(del);
-        if (by.record)
-            request += history_command(keys, "", *by.record);
+        const std::string entry = by.record ? history_command(keys, "", *by.record) : "";
+        const std::string request = redis::encode_command(del) + entry;
         auto now = redis::Clock::now();
         for (auto& c : conns)
-            c.start_pipelined(request, by.record ? 1 : 0, now);
+            c.start_pipelined(request, entry.empty() ? 0 : 1, now);
         (void)redis::wait(conns, [] { return false; });
     }
-    auto now = redis::Clock::now(); // the fence counter is never deleted
+    auto now = redis::Clock::now(); // the record stays: its fence counter above all
     for (size_t i = 0; i < conns.size() && i < view.servers.size(); ++i) {
         const auto& token = view.servers[i].token;
         if (view.servers[i].wrong_type) {
@@ -639,14 +641,13 @@ size_t force_release(std::span<redis::Connection> conns, const LockView& view,
             continue;
         // The release wakes the waiters; its holder hears who forced it, in the same
         // write, and the history records it (a pipelined EVAL: no NOSCRIPT).
+        const std::string entry = by.record ? history_command(keys, *token, *by.record) : "";
         std::string request =
             script_call(k_release_script, false,
-                        {keys.lock, keys.meta, keys.fence, keys.waiters, keys.queue},
+                        {keys.lock, keys.meta, keys.record, keys.waiters, keys.queue},
                         {*token, keys.released, keys.wake}) +
-            notice(*token);
-        if (by.record)
-            request += history_command(keys, *token, *by.record);
-        conns[i].start_pipelined(std::move(request), by.record ? 2 : 1, now);
+            notice(*token) + entry;
+        conns[i].start_pipelined(std::move(request), entry.empty() ? 1 : 2, now);
     }
     (void)redis::wait(conns, [] { return false; });
     size_t deleted = 0;

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <map>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -46,7 +47,8 @@ struct CronRecord {
     std::string host; // who ran it
 };
 
-// A slot record's cron fields; nullopt when it has none (or not believable ones).
+// The cron fields of a name's record (c, cs, ...: lock/cron_scripts.hpp) as the read scripts
+// return them; nullopt when it has none (or not believable ones).
 [[nodiscard]] std::optional<CronRecord>
 parse_cron_record(const std::map<std::string, std::string>& fields);
 
@@ -147,8 +149,8 @@ void read_server_view(std::optional<std::string> token, long long pttl,
 // and sorted. Servers that could not be scanned are returned in `failures`. With
 // `majority_only`, each step waits for a majority of the servers and a moment more
 // (k_list_stragglers), not for the others' timeouts: those are failures then. With
-// `companion` ("stats"), the names of the companion keys of that suffix too (names whose
-// lock is free, but whose counters are there).
+// `companion` (k_record_suffix), the names of the companion keys of that suffix too (names
+// whose lock is free, but whose record is there).
 struct ListResult {
     std::vector<std::string> names;
     std::vector<ServerView> failures;
@@ -158,6 +160,39 @@ struct ListResult {
 [[nodiscard]] ListResult list_names(std::span<redis::Connection> conns, std::string_view prefix,
                                     std::string_view pattern, bool majority_only = false,
                                     std::string_view companion = {});
+
+// list_names a step at a time, for a caller with other work between two steps (the
+// exporter answers HTTP while it lists 100,000 names): the constructor asks whether the
+// servers are cluster nodes, each step() sends one SCAN to every server not done and waits
+// for it as list_names does.
+class NameScan {
+  public:
+    NameScan(std::span<redis::Connection> conns, std::string_view prefix, std::string_view pattern,
+             bool majority_only = false, std::string_view companion = {});
+    ~NameScan();
+    NameScan(const NameScan&) = delete;
+    NameScan& operator=(const NameScan&) = delete;
+
+    // One SCAN round; false once every server is done (or failed).
+    bool step();
+    // The servers that failed so far (as in ListResult).
+    [[nodiscard]] const std::vector<ServerView>& failures() const { return m_result.failures; }
+    [[nodiscard]] ListResult result() &&;
+
+  private:
+    std::string m_prefix;
+    std::string m_companion;
+    std::vector<redis::Connection> m_nodes; // a cluster's masters, scanned in its place
+    std::span<redis::Connection> m_conns;   // what is scanned: the servers, or m_nodes
+    size_t m_wait_for = 0;
+    std::vector<std::string> m_matches; // the lock keys' glob, then the companion's
+    std::vector<std::string> m_cursors;
+    std::vector<bool> m_done;
+    std::vector<size_t> m_stage; // per server: in m_matches
+    std::set<std::string> m_names;
+    ListResult m_result;
+    int m_rounds = 0;
+};
 inline constexpr auto k_list_stragglers = std::chrono::milliseconds(20);
 
 // Waits for the requests in flight on `conns`: for every one, or once `wait_for` of the

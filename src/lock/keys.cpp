@@ -27,19 +27,17 @@ Keys Keys::of_lock_key(std::string_view lock_key) {
     Keys k;
     k.lock = lock_key;
     k.meta = companion_of(lock_key, "meta");
-    k.fence = companion_of(lock_key, "fence");
-    k.slot = companion_of(lock_key, "slot");
+    k.record = companion_of(lock_key, k_record_suffix);
+    k.fence_field = "f";
     k.queue = companion_of(lock_key, "queue");
     k.waiting = companion_of(lock_key, "waiting");
-    k.tickets = companion_of(lock_key, "tickets");
     k.limit = companion_of(lock_key, "limit");
-    k.history = companion_of(lock_key, "history");
-    k.stats = companion_of(lock_key, "stats");
     k.waiters = companion_of(lock_key, "waiters");
     k.released = companion_of(lock_key, "released");
     k.wake = companion_of(lock_key, "w:");
     k.events = companion_of(lock_key, "events");
     k.name_lock = lock_key;
+    k.old_slot = companion_of(lock_key, "slot");
     return k;
 }
 
@@ -48,7 +46,8 @@ Keys Keys::permit(size_t i) const {
     const std::string base = "permit:" + std::to_string(i);
     k.lock = companion_of(name_lock, base);
     k.meta = companion_of(name_lock, base + ":meta");
-    k.fence = companion_of(name_lock, base + ":fence");
+    k.fence_field = "f" + std::to_string(i);
+    k.old_fence = companion_of(name_lock, base + ":fence");
     return k;
 }
 

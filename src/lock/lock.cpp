@@ -20,8 +20,9 @@ using Vote = ServerResult::Vote;
 
 Lock::Lock(const std::vector<config::ServerConfig>& servers, Keys keys, std::string token,
            Millis ttl, std::vector<std::string> holder)
-    : m_keys{keys.lock, keys.meta, keys.fence}, m_name(std::move(keys)), m_token(std::move(token)),
-      m_waiter(util::random_token().substr(0, 16)), m_holder(std::move(holder)), m_ttl(ttl) {
+    : m_keys{keys.lock, keys.meta, keys.fence_field, keys.old_fence}, m_name(std::move(keys)),
+      m_token(std::move(token)), m_waiter(util::random_token().substr(0, 16)),
+      m_holder(std::move(holder)), m_ttl(ttl) {
     m_conns.reserve(servers.size());
     for (const auto& s : servers)
         m_conns.emplace_back(s);
@@ -172,12 +173,16 @@ util::Expected<AcquireResult> Lock::acquire_key(int interrupt_fd, bool leader_fi
                 m_holder[i + 1] = iso8601_now();
     }
     std::vector<std::string> args{m_token, std::to_string(m_ttl.count())};
+    const auto keeping = fence_args();
+    args.insert(args.end(), keeping.begin(), keeping.end());
     std::vector<std::string> keys = script_keys();
-    if (m_limit > 0)
-        args.insert(args.end(), {std::to_string(m_limit), m_conns.size() == 1 ? "1" : "0"});
+    if (m_limit > 0) { // the permit's 0.4 counter, and N
+        keys.push_back(m_keys.old_fence);
+        args.push_back(std::to_string(m_limit));
+    }
     if (m_ticket) { // --fair: the queue's keys, our ticket, when a silent waiter is dropped,
                     // our id and the wake channels' prefix
-        keys.insert(keys.end(), {queue_key(), waiting_key(), ticket_key()});
+        keys.insert(keys.end(), {queue_key(), waiting_key()});
         args.insert(args.end(), {std::to_string(*m_ticket), std::to_string(k_drop_waiter.count()),
                                  m_waiter, m_name.wake});
     } else if (m_enlisted_at) { // on the wait list, by when we started waiting

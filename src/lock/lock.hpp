@@ -20,8 +20,11 @@
 // servers whose round-1 yes was received confirmed it within the validity. Any later
 // winner's round-1 majority meets those servers and increments one of them past the
 // fence, so its fence is larger (tests/model/ checks this exhaustively, and that skipping
-// round 2 needs round 1 to increment).
+// round 2 needs round 1 to increment). A counter lives in the name's record, which expires
+// when the name has not been used for the history's age; one that is not there starts
+// from the server's clock, past every fence given before (lock/scripts.hpp, k_fence_take).
 
+#include <array>
 #include <chrono>
 #include <functional>
 #include <optional>
@@ -56,7 +59,8 @@ struct AcquireResult {
     long long fence = 0; // when acquired
     // Servers that have the fence (all that said yes in time, the counter raised by round 2
     // where their replies differed): the fence survives
-    // counters lost on fence_copies - (N - majority) - 1 of them, any minority when all N.
+    // counters lost on fence_copies - (N - majority) - 1 of them, any minority when all N
+    // (and a lost counter starts again from the clock: docs/safety.md).
     size_t fence_copies = 0;
     Clock::time_point validity_end{};
     Clock::duration elapsed{};
@@ -97,6 +101,13 @@ class Lock {
     [[nodiscard]] const std::string& name_key() const { return m_name.lock; }
     // The keys of the name.
     [[nodiscard]] const Keys& name_keys() const { return m_name; }
+    // How long the name's record is kept from now on by what this lock writes: the history's
+    // age, or two --once-per slots of `slot` if longer (lock/keys.hpp). By default the
+    // default age.
+    void keep_record(Millis age, std::optional<Millis> slot = std::nullopt) {
+        m_record_age = age;
+        m_slot = slot.value_or(Millis(0));
+    }
     [[nodiscard]] const std::string& token() const { return m_token; }
     // A field of the holder's metadata as the last attempt wrote it ("" if none).
     [[nodiscard]] std::string_view holder_field(std::string_view name) const;
@@ -199,18 +210,20 @@ class Lock {
     [[nodiscard]] RenewStatus extend(Millis ttl, const HistoryRecord* record = nullptr);
 
     // --once-per: claims the current slot, `length` long and counted on each server's
-    // clock from the Unix epoch, for this holder (lock/scripts.hpp, k_claim_slot_script);
-    // a run starting up to `early` before a slot begins counts for that slot. `fields`
-    // (host, pid, user, command pairs) are recorded with it. claimed: by a majority; done:
-    // a majority is out of reach and some server has the slot's run recorded; failed:
-    // otherwise (too few answered, or the lock no longer holds our token).
+    // clock from the Unix epoch, for the run `run` (its id) holding this lock
+    // (lock/scripts.hpp, k_claim_slot_script); a run starting up to `early` before a slot
+    // begins counts for that slot. `fields` (host, pid, user, command pairs) are recorded
+    // with it. claimed: by a majority; done: a majority is out of reach and some server has
+    // the slot's run recorded; failed: otherwise (too few answered, or the lock no longer
+    // holds our token).
     enum class SlotClaim { claimed, done, failed };
-    [[nodiscard]] SlotClaim claim_slot(Millis length, Millis early,
+    [[nodiscard]] SlotClaim claim_slot(Millis length, Millis early, std::string_view run,
                                        std::span<const std::string> fields);
-    // Records the end and exit status of the run in its slot record, kept at least `keep`
-    // from now; waits for a majority only. A `start_error` (why PROGRAM could not be
+    // Records the end and exit status of the run `run` in its slot record, of slots of
+    // `length`; waits for a majority only. A `start_error` (why PROGRAM could not be
     // started) is recorded too, and gives the slot back: another run may claim it.
-    void finish_slot(int exit_status, Millis keep, std::string_view start_error = {});
+    void finish_slot(std::string_view run, int exit_status, Millis length,
+                     std::string_view start_error = {});
 
     // Compare-and-delete on every server; does not wait on stragglers once a majority has
     // answered (the key there expires by its TTL; a request not yet written is finished in
@@ -237,9 +250,12 @@ class Lock {
     [[nodiscard]] std::string history_command(const HistoryRecord& record) const;
     // Reads the history script's replies (the last pipelined) into m_history_failures.
     void note_history(const std::vector<bool>& only = {});
-    // The keys every script of this lock takes: the lock, its metadata and fence counter,
+    // The keys every script of this lock takes: the lock, its metadata and the name's record,
     // and for a permit the name's lock key and limit.
     [[nodiscard]] std::vector<std::string> script_keys() const;
+    // What the scripts that give out a fence take after their own: the record's keeping
+    // (the history's age, a --once-per slot) and the fence's field (k_fence_take).
+    [[nodiscard]] std::array<std::string, 3> fence_args() const;
     [[nodiscard]] const Script& renew_script() const;
     void forget_renewal(); // the renewal commands, of an earlier token or keys
     // Round 2 over several servers, when their round-1 replies differ: writes `fence` where
@@ -253,7 +269,6 @@ class Lock {
     integers_from_majority(const std::string& command);
     [[nodiscard]] std::string queue_key() const;
     [[nodiscard]] std::string waiting_key() const;
-    [[nodiscard]] std::string ticket_key() const;
     std::vector<ServerResult> collect() const;
     // To every server, or to those that are true in `only` (when not empty).
     // With `after`, that command is pipelined behind each request, in the same write. An
@@ -267,9 +282,10 @@ class Lock {
     RenewStatus judge_renewal(Clock::time_point sent, Clock::time_point now) const;
 
     std::vector<redis::Connection> m_conns;
-    // The keys the lock scripts take: the name's, or with a limit the permit's.
+    // The keys the lock scripts take: the name's, or with a limit the permit's (its fence
+    // field in the name's record, and the 0.4 counter it takes over).
     struct LockKeys {
-        std::string lock, meta, fence;
+        std::string lock, meta, fence_field, old_fence;
     } m_keys;
     Keys m_name;        // the name's
     size_t m_limit = 0; // --limit N; 0 for a plain lock
@@ -288,6 +304,8 @@ class Lock {
     std::function<void(const Lock&)> m_before_attempt;
     std::vector<std::string> m_holder;
     Millis m_ttl;
+    Millis m_record_age = config::k_history_max_age; // keep_record()
+    Millis m_slot{0};
     bool m_renewing = false;
     Clock::time_point m_renew_sent{};
     Clock::time_point m_validity_end{};

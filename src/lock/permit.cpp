@@ -25,7 +25,8 @@ void Lock::set_limit(size_t permits) {
 void Lock::use_permit(size_t permit) {
     m_permit = permit;
     auto keys = m_name.permit(permit);
-    m_keys = {std::move(keys.lock), std::move(keys.meta), std::move(keys.fence)};
+    m_keys = {std::move(keys.lock), std::move(keys.meta), std::move(keys.fence_field),
+              std::move(keys.old_fence)};
     forget_renewal();
 }
 
@@ -39,8 +40,13 @@ std::string Lock::events_channel() const {
 
 std::vector<std::string> Lock::script_keys() const {
     if (m_limit == 0)
-        return {m_keys.lock, m_keys.meta, m_keys.fence};
-    return {m_keys.lock, m_keys.meta, m_keys.fence, m_name.lock, m_name.limit};
+        return {m_keys.lock, m_keys.meta, m_name.record};
+    return {m_keys.lock, m_keys.meta, m_name.record, m_name.lock, m_name.limit};
+}
+
+std::array<std::string, 3> Lock::fence_args() const {
+    return {std::to_string(m_record_age.count()), std::to_string(m_slot.count()),
+            m_keys.fence_field};
 }
 
 const Script& Lock::renew_script() const {

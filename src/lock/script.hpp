@@ -26,7 +26,7 @@ inline constexpr char k_script_commands[][17] = {
     "get", "set", "del", "incr", "hset", "pexpire", "pttl", "time", "zadd", "zrange", "zscore",
     "zrem", "exists", "hgetall", "hget", "pexpireat", "type", "zcard", "zremrangebyscore",
     "publish", "pubsub", "xadd", "xtrim", "hmget", "zrank", "zrangebyscore", "xrevrange",
-    "hincrby", "decr", "xlen",
+    "hincrby", "decr", "hdel",
     // clang-format on
 };
 

@@ -15,10 +15,12 @@ namespace redlock::lock {
 
 using Vote = ServerResult::Vote;
 
-Lock::SlotClaim Lock::claim_slot(Millis length, Millis early, std::span<const std::string> fields) {
-    const std::array<std::string, 2> keys{m_keys.lock, m_name.slot};
+Lock::SlotClaim Lock::claim_slot(Millis length, Millis early, std::string_view run,
+                                 std::span<const std::string> fields) {
+    const std::array<std::string, 3> keys{m_keys.lock, m_name.record, m_name.old_slot};
     std::vector<std::string> args{m_token, std::to_string(length.count()),
-                                  std::to_string(early.count())};
+                                  std::to_string(early.count()),
+                                  std::to_string(m_record_age.count()), std::string(run)};
     args.insert(args.end(), fields.begin(), fields.end());
     send_all(script_call(k_claim_slot_script, true, keys, args),
              script_call(k_claim_slot_script, false, keys, args), Clock::now());
@@ -42,10 +44,12 @@ Lock::SlotClaim Lock::claim_slot(Millis length, Millis early, std::span<const st
     return t.no > 0 ? SlotClaim::done : SlotClaim::failed;
 }
 
-void Lock::finish_slot(int exit_status, Millis keep, std::string_view start_error) {
-    const std::array<std::string, 1> keys{m_name.slot};
-    std::vector<std::string> args{m_token, std::to_string(exit_status),
-                                  std::to_string(keep.count())};
+void Lock::finish_slot(std::string_view run, int exit_status, Millis length,
+                       std::string_view start_error) {
+    const std::array<std::string, 1> keys{m_name.record};
+    std::vector<std::string> args{std::string(run), std::to_string(exit_status),
+                                  std::to_string(m_record_age.count()),
+                                  std::to_string(length.count())};
     if (!start_error.empty())
         args.emplace_back(start_error);
     send_all(script_call(k_finish_slot_script, true, keys, args),

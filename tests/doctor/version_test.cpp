@@ -47,8 +47,9 @@ TEST_CASE("Redis 6.0 and later run every mode; an older server is a risk naming 
     CHECK(check.level == Level::risk);
     CHECK(check.message ==
           "redis 3.2.12 is older than 6.0, the oldest redlock supports; cannot run here: --fair "
-          "(6.0: SET KEEPTTL); --limit, --once-per and the history (5.0: streams, and writes "
-          "after TIME in a script); run, acquire and extend (4.0: HSET of several fields)");
+          "(6.0: SET KEEPTTL); run, acquire, --limit, --once-per and the history (5.0: writes "
+          "after TIME in a script: a new fence counter starts from the clock); extend (4.0: "
+          "HSET of several fields)");
 
     check = version_check(server_version(""));
     CHECK(check.level == Level::note);

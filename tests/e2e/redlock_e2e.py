@@ -535,7 +535,8 @@ class RedisCluster:
         slot = self.slot_of(key)
         for start, end, master, *_ in self.nodes[0].command("CLUSTER", "SLOTS"):
             if int(start) <= slot <= int(end):
-                return next(n for n in self.nodes if n.port == int(master[1]))
+                # Redis 6 names a TLS cluster's nodes by their TLS port.
+                return next(n for n in self.nodes if int(master[1]) in (n.port, n.tls_port))
         raise AssertionError(f"no owner of slot {slot}")
 
     def name_on(self, node, prefix="lock:", stem="n"):
@@ -714,6 +715,77 @@ class DelayProxy:
 
 # ---------------------------------------------------------------------------------------
 # redlock
+
+
+# A name's record, {<prefix><NAME>}:fence (src/lock/scripts.hpp has its fields): its fence
+# counters, history, counters and --once-per record, in one hash.
+ENTRY_FIELDS = ("run", "started_ms", "waited_ms", "held_ms", "outcome", "status", "fence",
+                "slot_ms", "host", "pid", "user", "command", "by_host", "by_pid", "by_user",
+                "note")
+
+
+def record_key(name, prefix="lock:"):
+    return "{" + prefix + name + "}:fence"
+
+
+def record_of(server, name, prefix="lock:"):
+    """The record of `name` on `server` as a dict of its fields ({} when there is none)."""
+    got = server.command("HGETALL", record_key(name, prefix)) or []
+    return dict(zip(got[0::2], got[1::2]))
+
+
+def _unblob(record, name):
+    text = ""
+    for piece in (name, name + ":2", name + ":3", name + ":4"):
+        if not record.get(piece):
+            break
+        text += record[piece]
+    if not text:
+        return None
+    values = text.split("\0")
+    return {f: v for f, v in zip(ENTRY_FIELDS, values) if v}
+
+
+def entries_of(server, name, prefix="lock:"):
+    """The history entries of `name` on `server` as dicts, oldest first."""
+    record = record_of(server, name, prefix)
+    out = []
+    head = record.get("h", "").split()
+    if len(head) >= 2:
+        for n in range(int(head[0]), int(head[1]) + 1):
+            e = _unblob(record, str(n))
+            if e is not None:
+                out.append(e)
+    newest = _unblob(record, "e")
+    if newest is not None:
+        out.append(newest)
+    return out
+
+
+def append_entries(server, name, entries, prefix="lock:"):
+    """Writes `entries` (dicts of ENTRY_FIELDS) to the history in the record of `name` on
+    `server`, oldest first, each one the newest in turn, as redlock's history script lays them
+    out (each entry one field, however long: readers join a field's pieces)."""
+    record = record_of(server, name, prefix)
+    head = record.get("h", "").split()
+    first, last = (int(head[0]), int(head[1])) if len(head) >= 2 else (None, 0)
+    newest = "".join(record.get(p, "") for p in ("e", "e:2", "e:3", "e:4")) or None
+    fields = {"e:2": "", "e:3": "", "e:4": ""}
+    for entry in entries:
+        if newest is not None:
+            last += 1
+            first = first or last
+            fields[str(last)] = newest
+        values = [str(entry.get(f, "")) for f in ENTRY_FIELDS]
+        while len(values) > 1 and values[-1] == "":
+            values.pop()
+        newest = "\0".join(values)
+    fields["e"] = newest
+    if first is not None:
+        fields["h"] = f"{first} {last} 1000000"
+    args = [w for kv in fields.items() for w in kv]
+    for i in range(0, len(args), 20000):
+        server.command("HSET", record_key(name, prefix), *args[i:i + 20000])
 
 
 def isolated_env(home, extra=None):

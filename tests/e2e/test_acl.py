@@ -272,10 +272,10 @@ class AclTest(E2ETest):
                           acl["message"])
             self.assertIn("ACL SETUSER locker +pexpire (", acl["message"])
         else:
-            self.assertIn("may not run one of PTTL SET INCR DEL HSET PEXPIRE (run, acquire, "
-                          "extend and release fail)", acl["message"])
-            self.assertIn("ACL SETUSER locker +pttl +set +incr +del +hset +pexpire +get",
-                          acl["message"])
+            self.assertIn("may not run one of PEXPIRE HINCRBY TYPE GET DEL HSET TIME HDEL PTTL "
+                          "SET (run, acquire, extend and release fail)", acl["message"])
+            self.assertIn("ACL SETUSER locker +pexpire +hincrby +type +get +del +hset +time "
+                          "+hdel +pttl +set", acl["message"])
         self.assertTrue(text.startswith("RISK acl"), text)
         # With DRYRUN, or MULTI (commands queued, then discarded), PEXPIRE is named.
         for extra, how in ((self.DRYRUN, "checked with"),

@@ -488,6 +488,25 @@ def instant(slot):
         tzinfo=datetime.timezone.utc).timestamp()
 
 
+class TestOnTheServers(CronTest):
+    def test_a_job_leaves_its_record_alone_kept_as_long_as_its_slots_need(self):
+        # A history age (1 min) far shorter than the catch-up window (1 h by default): the
+        # record, which holds the slot's record, is kept the window, the next fire (2 s) and
+        # ten minutes (70 min), not the age (64 s), nor forever; and no key of its own.
+        config = self.write_file("short-age.toml", 'history_max_age = "1m"\n')
+        tab = self.crontab(self.job("*/2 * * * * *", "tick"))
+        d = self.daemon(tab, env={"REDLOCK_CONFIG": config})
+        wait_until(lambda: len(self.slots("tick")) >= 2, 30, message="two slots")
+        d.signal(signal.SIGTERM)
+        self.assertEqual(d.wait(), 0, d.stderr)
+        wait_until(lambda: self.server.command("KEYS", "*tick*") == ["{lock:tick}:fence"], 10,
+                   message=f"only the record left: {self.server.command('KEYS', '*')}")
+        pttl = self.server.command("PTTL", "{lock:tick}:fence")
+        self.assertGreater(pttl, 3600 * 1000)
+        self.assertLessEqual(pttl, 70 * 60 * 1000 + 5000)
+        self.assertEqual(self.server.command("HGET", "{lock:tick}:fence", "cw"), "*/2 * * * * *")
+
+
 class TestSeenFromTheFleet(CronTest, ExporterTest):
     def test_the_exporter_serves_each_jobs_schedule_next_fire_and_outcomes(self):
         tab = self.crontab("CRON_TZ=Europe/Berlin\n" + self.job("*/2 * * * * *", "tick"))

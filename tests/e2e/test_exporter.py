@@ -21,7 +21,8 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from redlock_e2e import SLACK, E2ETest, RespClient, free_port, server_version, wait_until
+from redlock_e2e import (SLACK, E2ETest, RespClient, append_entries, entries_of, free_port,
+                         record_of, server_version, wait_until)
 from test_monitoring import REPO, parse_metrics, sample
 
 PROMTOOL = shutil.which("promtool")
@@ -105,8 +106,9 @@ class ExporterTest(E2ETest):
 
     def assertCountsExact(self, m):
         for outcome, n in EVERY_OUTCOME.items():
-            self.assertEqual(sample(m, "redlock_runs_total", name="job", outcome=outcome), n,
-                             outcome)
+            # An outcome that never happened to the name is no series (issue 47).
+            self.assertEqual(sample(m, "redlock_runs_total", name="job", outcome=outcome),
+                             n or None, outcome)
         self.assertEqual(sample(m, "redlock_run_duration_seconds_count", name="job"), RAN_PROGRAM)
         self.assertEqual(sample(m, "redlock_run_duration_seconds_bucket", name="job", le="+Inf"),
                          RAN_PROGRAM)
@@ -169,18 +171,17 @@ class CountersTest(ExporterTest):
         time.sleep(0.5)
         thawed = time.time()
         frozen.thaw()
-        wait_until(lambda: frozen.command("XLEN", "{lock:job}:history") == 5, 10,
+        wait_until(lambda: len(entries_of(frozen, "job")) == 5, 10,
                    message="the frozen server to run the releases it was sent")
         for s in servers:
-            stats = s.command("HGETALL", "{lock:job}:stats")
-            stats = dict(zip(stats[::2], stats[1::2]))
-            self.assertEqual(stats["runs:ran"], "5", s.url())
-            for field in ("last_success_ms", "last_run_ms"):
+            # The counters are of the runs before the newest (a reading adds it).
+            stats = record_of(s, "job")
+            self.assertEqual(stats["r:ran"], "4", s.url())
+            for field in ("ls", "lr"):
                 self.assertGreaterEqual(int(stats[field]), int(first * 1000), (s.url(), field))
                 self.assertLessEqual(int(stats[field]), int(ended * 1000), (s.url(), field))
-            for _, entry in s.command("XRANGE", "{lock:job}:history", "-", "+"):
-                started = int(dict(zip(entry[::2], entry[1::2]))["started_ms"])
-                self.assertLessEqual(started, int(ended * 1000), s.url())
+            for entry in entries_of(s, "job"):
+                self.assertLessEqual(int(entry["started_ms"]), int(ended * 1000), s.url())
         _, address = self.start_exporter(args)
         m = self.metrics(address)
         success = sample(m, "redlock_last_success_timestamp_seconds", name="job")
@@ -188,15 +189,17 @@ class CountersTest(ExporterTest):
         self.assertLessEqual(success, ended)
         self.assertEqual(sample(m, "redlock_runs_total", name="job", outcome="ran"), 5)
 
-    def test_history_0_still_counts(self):
+    def test_history_0_keeps_only_the_fence_and_counts_nothing(self):
+        # history = 0 leaves on the servers nothing but what fencing needs (issue 47): the
+        # counters go with the history.
         server = self.redis_server()
         config = self.write_file("c.toml", f'history = 0\n[[servers]]\nurl = "{server.url()}"\n')
         for _ in range(2):
             self.assertStatus(self.run_redlock(["-c", config, "run", "-k", "job", "--", "true"]), 0)
-        self.assertEqual(server.command("EXISTS", "{lock:job}:history"), 0)
+        self.assertEqual(set(record_of(server, "job")), {"f"})
         _, address = self.start_exporter(["-c", config])
-        self.assertEqual(sample(self.metrics(address), "redlock_runs_total", name="job",
-                                outcome="ran"), 2)
+        self.assertFalse(sample(self.metrics(address), "redlock_runs_total", name="job",
+                                outcome="ran"))
 
     def test_a_run_sends_no_command_more_for_its_counters(self):
         server = self.redis_server()
@@ -216,7 +219,7 @@ class CountersTest(ExporterTest):
                     sent.append(line.split('"')[1])
         # The acquisition, the release, the history (with the counters): as in 0.3.
         self.assertEqual(sent, ["EVAL", "EVAL", "EVAL"])
-        self.assertEqual(server.command("HGET", "{lock:job}:stats", "runs:ran"), "2")
+        self.assertEqual(server.command("HGET", "{lock:job}:fence", "r:ran"), "1")
 
 
 class ForeignNumbersTest(ExporterTest):
@@ -229,14 +232,15 @@ class ForeignNumbersTest(ExporterTest):
     def test_absurd_counters_are_unknown_and_the_rest_is_served(self):
         server = self.redis_server()
         big = str(2**63 - 1)
-        server.command("HSET", "{lock:job}:stats", "runs:ran", "3", "runs:lost", str(2**60),
-                       "runs:failed", "-5", "d:1", big, "d:5", big, "d:10", "2",
-                       "d:+Inf", "1", "duration_ms", big, "last_run_ms", big,
-                       "last_success_ms", big, "slot_ms", big)
-        server.command("XADD", "{lock:job}:history", "*", "run", "r1", "outcome", "ran",
-                       "status", "0", "host", "h", "pid", "1", "user", "u", "command", "c",
-                       "started_ms", str(10**14 * 2), "waited_ms", str(10**14 * 2),
-                       "held_ms", "0")
+        # The counters of the runs before the newest, in the record's short names.
+        server.command("HSET", "{lock:job}:fence", "r:ran", "2", "r:lost", str(2**60),
+                       "r:failed", "-5", "d1", big, "d5", big, "d10", "2",
+                       "d+", "1", "ds", big, "lr", big, "ls", big, "sl", big)
+        # The newest entry (a reading counts it, held 15 s: in the 30 s bucket).
+        append_entries(server, "job", [
+            {"run": "r1", "outcome": "ran", "status": "0", "host": "h", "pid": "1",
+             "user": "u", "command": "c", "started_ms": str(10**14 * 2),
+             "waited_ms": str(10**14 * 2), "held_ms": "15000"}])
         # A holder whose metadata says it took the lock in the year 1.
         server.command("SET", "lock:old", "tok", "PX", "60000")
         server.command("HSET", "{lock:old}:meta", "token", "tok", "host", "h", "pid", "1",
@@ -244,12 +248,12 @@ class ForeignNumbersTest(ExporterTest):
         _, address = self.start_exporter(["-s", server.url()])
         m = self.metrics(address)
         self.assertEqual(sample(m, "redlock_runs_total", name="job", outcome="ran"), 3)
-        self.assertEqual(sample(m, "redlock_runs_total", name="job", outcome="lost"), 0)
-        self.assertEqual(sample(m, "redlock_runs_total", name="job", outcome="failed"), 0)
+        self.assertIsNone(sample(m, "redlock_runs_total", name="job", outcome="lost"))
+        self.assertIsNone(sample(m, "redlock_runs_total", name="job", outcome="failed"))
         buckets = [sample(m, "redlock_run_duration_seconds_bucket", name="job", le=le)
                    for le in ("1", "5", "10", "86400", "+Inf")]
-        self.assertEqual(buckets, [0, 0, 2, 2, 3])
-        self.assertEqual(sample(m, "redlock_run_duration_seconds_count", name="job"), 3)
+        self.assertEqual(buckets, [0, 0, 2, 3, 4])
+        self.assertEqual(sample(m, "redlock_run_duration_seconds_count", name="job"), 4)
         self.assertIsNone(sample(m, "redlock_last_run_timestamp_seconds", name="job"))
         self.assertEqual(sample(m, "redlock_last_success_timestamp_seconds", name="job"), 0)
         self.assertIsNone(sample(m, "redlock_slot_seconds", name="job"))
@@ -277,6 +281,11 @@ class ServedTest(ExporterTest):
         holder = self.holder(["-k", "held"], global_args=args).wait_ready()
         _, address = self.start_exporter(args)
         servers[1].kill()
+        # Told when the exporter next reads the servers: at once here, as the notices'
+        # connection to it closed (a sweep begins).
+        wait_until(lambda: sample(self.metrics(address), "redlock_server_up",
+                                  server=f"127.0.0.1:{servers[1].port}") == 0, 10,
+                   interval=0.1, message="the killed server to show 0")
         m = self.metrics(address)
         for s, up in zip(servers, (1, 0, 1)):
             self.assertEqual(sample(m, "redlock_server_up", server=f"127.0.0.1:{s.port}"), up)
@@ -353,6 +362,76 @@ class ServedTest(ExporterTest):
         r = self.run_redlock(["-s", server.url(), "exporter", "--listen", "nowhere"])
         self.assertStatus(r, 64)
         self.assertIn("invalid --listen 'nowhere'", r.stderr)
+
+
+class ManyNamesTest(ExporterTest):
+    """2,000 names (issue 47): every one served, series that say nothing absent (an outcome
+    that never happened, the histogram of a name that never ran PROGRAM), the page and the
+    API bounded to the locks worth a look first. Speed is bench/exporter-scale.sh's."""
+
+    NAMES = 2000
+
+    def test_two_thousand_names_are_served_and_silent_series_are_absent(self):
+        server = self.redis_server()
+        args = ["-s", server.url()]
+        # One name that ran, copied to 2,000 names (DUMP and RESTORE: whatever keys a run
+        # leaves), one only refused, one held.
+        self.assertStatus(self.run_redlock(args + ["run", "-k", "tpl", "--", "true"]), 0)
+        server.command("EVAL", """
+            local keys = redis.call("KEYS", "*tpl*")
+            for i = 1, tonumber(ARGV[1]) do
+              for _, k in ipairs(keys) do
+                redis.call("RESTORE", string.gsub(k, "tpl", string.format("n%04d", i)),
+                           math.max(redis.call("PTTL", k), 0), redis.call("DUMP", k), "REPLACE")
+              end
+            end""", "0", str(self.NAMES))
+        server.command("DEL", *[k for k in server.command("KEYS", "*tpl*")])
+        holder = self.holder(["-k", "busy"], global_args=args).wait_ready()
+        self.assertStatus(self.run_redlock(args + ["run", "-k", "busy", "-n", "--", "true"]), 75)
+        self.assertStatus(self.run_redlock(args + ["run", "-k", "refused", "--", "true"]), 0)
+        server.command("DEL", "{lock:refused}:fence")
+        server.command("HSET", "{lock:refused}:fence", "r:skipped-held", "2")
+        _, address = self.start_exporter(args)
+        m = self.metrics(address)
+        names = [f"n{i:04d}" for i in range(1, self.NAMES + 1)]
+        for name in names:
+            self.assertEqual(sample(m, "redlock_runs_total", name=name, outcome="ran"), 1, name)
+            self.assertEqual(sample(m, "redlock_run_duration_seconds_count", name=name), 1)
+            self.assertEqual(sample(m, "redlock_held", name=name), 0)
+        runs = {k: v for k, v in m.items() if k[0] == "redlock_runs_total"}
+        self.assertNotIn(0, runs.values())
+        self.assertEqual(len(runs), self.NAMES + 2)  # n*, busy's skipped-held, refused's
+        self.assertEqual(sample(m, "redlock_runs_total", name="busy", outcome="skipped-held"), 1)
+        self.assertEqual(sample(m, "redlock_held", name="busy"), 1)
+        buckets = {k for k in m if k[0] == "redlock_run_duration_seconds_bucket"}
+        self.assertEqual(len(buckets), 15 * self.NAMES)  # not busy's, not refused's
+        # The page and the API: at most 1,000 locks, the held one among them.
+        doc = json.loads(self.get(address, "/api/locks")[2])
+        self.assertEqual(doc["total"], self.NAMES + 2)
+        self.assertEqual(len(doc["locks"]), 1000)
+        shown = [lock["name"] for lock in doc["locks"]]
+        self.assertIn("busy", shown)
+        self.assertEqual(shown, sorted(shown))
+        page = self.get(address, "/")[2]
+        self.assertIn(f"{self.NAMES + 2} locks (1000 shown: the held, overdue", page)
+        self.assertEqual(page.count("<tr class="), 1000)
+        self.assertEqual(holder.release(), 0)
+
+
+class SweepTest(ExporterTest):
+    def test_what_changes_without_a_notice_is_read_again_in_a_sweep(self):
+        server = self.redis_server()
+        args = ["-s", server.url()]
+        self.assertStatus(self.run_redlock(args + ["run", "-k", "job", "--", "true"]), 0)
+        _, address = self.start_exporter(args)
+        self.assertEqual(sample(self.metrics(address), "redlock_held", name="job"), 0)
+        # Another client's lock, and counters written behind the exporter's back: no notice.
+        server.command("SET", "lock:foreign", "tok", "PX", "600000")
+        server.command("HINCRBY", "{lock:job}:fence", "r:ran", "5")
+        wait_until(lambda: sample(self.metrics(address), "redlock_held", name="foreign") == 1,
+                   20, interval=0.1, message="the foreign lock to be read in a sweep")
+        self.assertEqual(sample(self.metrics(address), "redlock_runs_total", name="job",
+                                outcome="ran"), 6)
 
 
 class HalfRequestsTest(ExporterTest):

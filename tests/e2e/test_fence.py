@@ -103,43 +103,53 @@ class SingleServerFenceTest(FenceTestBase):
         super().setUp()
         self.servers(1)
 
-    def test_sequential_runs_get_fences_one_two_three(self):
-        self.assertEqual([self.fence_of_run() for _ in range(3)], [1, 2, 3])
-        self.assertEqual(self.redis[0].command("GET", "{lock:seq}:fence"), "3")
-        self.assertEqual(self.redis[0].command("PTTL", "{lock:seq}:fence"), -1)
+    def test_sequential_runs_get_consecutive_fences_from_the_servers_clock(self):
+        # A new name's counter starts from the server's TIME in microseconds.
+        t = self.redis[0].command("TIME")
+        before = int(t[0]) * 1000000 + int(t[1])
+        fences = [self.fence_of_run() for _ in range(3)]
+        self.assertGreaterEqual(fences[0], before)
+        self.assertLess(fences[0], before + 600 * 1000000 * SLACK)
+        self.assertEqual(fences, [fences[0], fences[0] + 1, fences[0] + 2])
+        self.assertEqual(self.redis[0].command("HGET", "{lock:seq}:fence", "f"), str(fences[2]))
+        # The record expires with the history's age (30 days and a sixteenth), never lives
+        # forever.
+        pttl = self.redis[0].command("PTTL", "{lock:seq}:fence")
+        self.assertGreater(pttl, 30 * 86400000)
+        self.assertLessEqual(pttl, 30 * 86400000 * 17 // 16)
 
     def test_contended_runs_hold_the_lock_in_fence_order(self):
         fences = self.run_fenced(8)
-        self.assertEqual(sorted(fences), list(range(1, 9)))
+        self.assertEqual(sorted(fences), list(range(min(fences), min(fences) + 8)))
         self.assertIncreasing(fences)
 
     def test_acquire_prints_the_fence_and_status_shows_it(self):
         r = self.run_redlock(self.global_args + ["acquire", "--json", "-t", "1m", "a"])
         self.assertStatus(r, 0)
         doc = json.loads(r.stdout)
-        self.assertEqual(doc["fence"], 1)
+        one = doc["fence"]
         r = self.run_redlock(self.global_args + ["status", "--json", "a"])
         lock = json.loads(r.stdout)["locks"][0]
-        self.assertEqual(lock["fence"], 1)
-        self.assertEqual(lock["servers"][0]["fence"], 1)
+        self.assertEqual(lock["fence"], one)
+        self.assertEqual(lock["servers"][0]["fence"], one)
         r = self.run_redlock(self.global_args + ["status", "a"])
-        self.assertIn("fence     1", r.stdout)
+        self.assertIn(f"fence     {one}", r.stdout)
         self.run_redlock(self.global_args + ["release", "a", "--token", doc["token"]])
         r = self.run_redlock(self.global_args + ["acquire", "--shell", "-t", "1m", "a"])
         self.assertStatus(r, 0)
-        self.assertIn("REDLOCK_FENCE='2'; export REDLOCK_FENCE", r.stdout)
+        self.assertIn(f"REDLOCK_FENCE='{one + 1}'; export REDLOCK_FENCE", r.stdout)
         self.assertIn("REDLOCK_KEY='a'; export REDLOCK_KEY", r.stdout)
         r = self.run_redlock(self.global_args + ["status", "a"])
-        self.assertIn("fence     2", r.stdout)
+        self.assertIn(f"fence     {one + 1}", r.stdout)
         # The plain output is the token alone, as scripts capture it.
         r = self.run_redlock(self.global_args + ["acquire", "-t", "1m", "b"])
         self.assertRegex(r.stdout, r"^[0-9a-f]{32}\n$")
         # Releasing by force keeps the counter: the next fence is still larger.
         r = self.run_redlock(self.global_args + ["release", "--force", "--yes", "a"])
         self.assertStatus(r, 0)
-        self.assertEqual(self.redis[0].command("GET", "{lock:a}:fence"), "2")
+        self.assertEqual(self.redis[0].command("HGET", "{lock:a}:fence", "f"), str(one + 1))
         r = self.run_redlock(self.global_args + ["status", "a"])
-        self.assertIn("a: free (last fence 2)", r.stdout)
+        self.assertIn(f"a: free (last fence {one + 1})", r.stdout)
 
     def test_a_counter_that_is_not_a_number_is_refused_and_never_restarts_at_one(self):
         self.redis[0].command("SET", "{lock:seq}:fence", "banana")
@@ -156,10 +166,10 @@ class RedlockFenceTest(FenceTestBase):
 
     def test_sequential_runs_increase_over_five_servers(self):
         fences = [self.fence_of_run() for _ in range(4)]
-        self.assertEqual(fences, [1, 2, 3, 4])
+        self.assertIncreasing(fences)
         # Written on a majority at least (stragglers are not waited for).
-        counters = [s.command("GET", "{lock:seq}:fence") for s in self.redis]
-        self.assertGreaterEqual(counters.count("4"), 3, counters)
+        counters = [s.command("HGET", "{lock:seq}:fence", "f") for s in self.redis]
+        self.assertGreaterEqual(counters.count(str(fences[-1])), 3, counters)
 
     def test_contended_runs_over_five_servers(self):
         fences = self.run_fenced(8)
@@ -171,7 +181,7 @@ class RedlockFenceTest(FenceTestBase):
         majority. The last fence is written to a majority only (those that said yes in
         time), so losing it on more than N - majority of its copies may repeat fences:
         what durable counters are for (redlock(1) SAFETY; the model's COUNTER_LOST)."""
-        counters = [int(s.command("GET", "{lock:seq}:fence") or 0) for s in self.redis]
+        counters = [int(s.command("HGET", "{lock:seq}:fence", "f") or 0) for s in self.redis]
         top = max(counters)
         holders = [s for s, c in zip(self.redis, counters) if c == top]
         others = [s for s, c in zip(self.redis, counters) if c != top]
@@ -203,10 +213,10 @@ class RedlockFenceTest(FenceTestBase):
             copies = int(m.group(2))
             self.assertGreaterEqual(copies, 3)
             key = "{lock:seq}:fence"
-            wait_until(lambda: sum(s.command("GET", key) == m.group(1)
+            wait_until(lambda: sum(s.command("HGET", key, "f") == m.group(1)
                                    for s in self.redis) >= copies, 10)
             # The worst case: the servers that hold the last fence lose it.
-            holders = [s for s in self.redis if s.command("GET", key) == m.group(1)]
+            holders = [s for s in self.redis if s.command("HGET", key, "f") == m.group(1)]
             for s in holders[:copies - 3]:
                 s.restart()
         self.assertIncreasing(fences)

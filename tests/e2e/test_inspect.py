@@ -171,7 +171,7 @@ class StatusTest(InspectTestBase):
         # fields each (0.4 read them whole, a reply too large to read: status exited 69 and
         # list said "(unknown state)"), and a value of 5 MB. Only redlock's fields are read.
         self.server.command("SET", "lock:big", "big-token", "PX", "60000")
-        for key in ("{lock:big}:meta", "{lock:big}:slot"):
+        for key in ("{lock:big}:meta", "{lock:big}:fence"):
             args = ["HSET", key]
             for i in range(40_000):
                 args += [f"field-{i}", "value"]

@@ -255,7 +255,7 @@ class NestedRunTest(ServersTest):
         # nested run must inherit, and the one status shows.
         holder = self.holder(["-k", "nest"], global_args=self.global_args).wait_ready()
         for server in self.redis[:max(1, len(self.redis) // 2)]:
-            server.command("INCRBY", "{lock:nest}:fence", "100")
+            server.command("HINCRBY", "{lock:nest}:fence", "f", "100")
         r = self.run_redlock([*self.global_args, "status", "--json", "nest"])
         self.assertStatus(r, 0)
         self.assertEqual(json.loads(r.stdout)["locks"][0]["fence"], holder.fence)
@@ -288,20 +288,24 @@ class NestedRunLateServerTest(ServersTest):
         late.freeze()
         holder = self.holder(["-k", "nest", "-t", "1m"],
                              global_args=self.global_args).wait_ready()
-        self.assertEqual(holder.fence, 1)  # the two servers that answered agree on 1
+        # The two servers that answered start from their clocks: the larger (far above 51) is
+        # the fence.
+        fence = holder.fence
+        self.assertGreater(fence, 51)
         late.thaw()
         # The acquisition's request, written before the round was decided without it, runs
-        # there now: the holder's token with counter and metadata 51.
+        # there now: the holder's token with counter and metadata 51 (its 0.4 counter, taken
+        # over into the record).
         wait_until(lambda: late.command("HGET", "{lock:nest}:meta", "fence") == "51", 10,
                    message="the late request to run")
         other.freeze()
         self.addCleanup(other.thaw)
         nested = [*self.global_args, "run", "-k", "nest", "-n", "--", "sh", "-c",
                   'printf "%s" "$REDLOCK_FENCE"']
-        r = holder.run_inside(nested, env={"REDLOCK_FENCE": "1"})
+        r = holder.run_inside(nested, env={"REDLOCK_FENCE": str(fence)})
         self.assertStatus(r, 0)
-        self.assertEqual(r.stdout, "1")
-        # An environment that lost the fence: one server says 1, the other 51.
+        self.assertEqual(r.stdout, str(fence))
+        # An environment that lost the fence: one server says the fence, the other 51.
         r = holder.run_inside(nested, unset=["REDLOCK_FENCE"])
         self.assertStatus(r, 69)
         self.assertIn("cannot tell the fence of the run this one is nested in", r.stderr)
@@ -310,7 +314,7 @@ class NestedRunLateServerTest(ServersTest):
         self.assertIsNone(json.loads(r.stdout)["locks"][0]["fence"])
         other.thaw()
         r = self.run_redlock([*self.global_args, "status", "--json", "nest"])
-        self.assertEqual(json.loads(r.stdout)["locks"][0]["fence"], 1)
+        self.assertEqual(json.loads(r.stdout)["locks"][0]["fence"], fence)
         self.assertEqual(holder.release(), 0)
 
 
@@ -406,7 +410,8 @@ class NestedRunNamespaceTest(ServersTest):
         self.assertEqual(p.returncode, 0, err)
         self.assertEqual(self.read(f"{d}/status").strip(), "0", err)
         fence, pid = self.read(f"{d}/out").split()
-        self.assertEqual(fence, "1")
+        # The acquisition's fence, which the nested run inherits.
+        self.assertEqual(fence, self.redis[0].command("HGET", "{lock:entry}:fence", "f"))
         self.assertNotEqual(pid, "1")
         self.assertKeyGone(self.redis[0], "lock:entry")
 

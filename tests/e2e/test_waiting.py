@@ -278,6 +278,7 @@ class WaitingTest(E2ETest):
         self.assertEqual(h.release(), 0)
 
     def test_without_channel_permission_waiters_still_get_the_lock(self):
+        self.require_server((6, 2), "an ACL of channels")
         server = self.redis_server(acl_user=(USER, PASSWORD,
                                              "on ~lock:* ~{lock:*}:* resetchannels +@all"))
         args = ["-s", server.url(username=USER, password=PASSWORD)]
@@ -555,6 +556,7 @@ class WaitingOverFiveTest(E2ETest):
     def test_without_wake_channel_permission_waiters_listen_to_the_release(self):
         # Rules of 0.2: no wake channels. The waiters listen to the release channel, and
         # all wake at each release; the leader still lets only one win.
+        self.require_server((6, 2), "an ACL of channels")
         rules = "on ~lock:* ~{lock:*}:* &{lock:*}:released +@all"
         self.servers = [self.redis_server(acl_user=(USER, PASSWORD, rules)) for _ in range(3)]
         args = []

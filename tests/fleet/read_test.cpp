@@ -107,11 +107,20 @@ TEST_CASE("a reading tells holder, waiters, counters and the newest run of each 
     server.command({"SET", k.lock, "tok", "PX", "30000"});
     server.command({"HSET", k.meta, "token", "tok", "host", "h1", "pid", "42", "user", "u",
                     "command", "c", "acquired_at", "2024-01-01T00:00:00.000Z", "fence", "7"});
-    server.command({"SET", k.fence, "7"});
     server.command({"ZADD", k.waiters, "1", "w1", "2", "w2"});
-    server.command({"HSET", k.stats, "runs:ran", "3", "last_success_ms", "99"});
-    server.command(
-        {"XADD", k.history, "*", "run", "r1", "outcome", "ran", "host", "h0", "started_ms", "5"});
+    // The record: the fence, the counters of the runs before the newest, and the newest
+    // (its values in lock/scripts.hpp's k_entry_fields order): a reading counts it too.
+    using namespace std::string_literals;
+    server.command({"HSET", k.record, "f", "7", "r:ran", "2", "ls", "99", "e",
+                    "r1\0"s
+                    "5\0"s
+                    "0\0"s
+                    "0\0"s
+                    "ran\0"s
+                    "1\0"s
+                    "\0"s
+                    "\0"s
+                    "h0"});
     // A name with a key of another type, one with nothing at all, and a semaphore.
     server.command({"HSET", "lock:odd", "a", "b"});
     const redlock::lock::Keys s("lock:", "sem");
@@ -131,8 +140,11 @@ TEST_CASE("a reading tells holder, waiters, counters and the newest run of each 
     CHECK(job.waiters == 2);
     CHECK(job.counters.runs.at("ran") == 3);
     CHECK(job.counters.last_success_ms == 99);
+    CHECK(job.counters.last_run_ms == 5);
+    CHECK(job.counters.durations[0] == 1);
     REQUIRE(job.latest);
-    CHECK(job.latest->run == "r1");
+    CHECK(job.latest->host == "h0");
+    CHECK(job.latest->exit_status == 1);
     CHECK_FALSE(job.gone());
 
     CHECK(reading.locks[1].view.state == LockState::held);
@@ -141,7 +153,7 @@ TEST_CASE("a reading tells holder, waiters, counters and the newest run of each 
     CHECK(reading.locks[2].gone());
     const auto& sem = reading.locks[3];
     CHECK(sem.view.limit == 3);
-    CHECK(sem.view.held_permits().size() == 2);
+    CHECK(sem.view.permits_held == 2);
     CHECK(sem.view.state == LockState::held);
 }
 

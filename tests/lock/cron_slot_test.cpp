@@ -30,23 +30,23 @@ std::string head(const std::string& reply, size_t n) {
 std::string claim(const RedisServer& server, const std::string& token, long long slot,
                   long long until, bool at_least_once = false, long long defer_until = 0) {
     return server.command({"EVAL", std::string(redlock::lock::k_cron_claim_script.source), "4",
-                           "lock:j", "{lock:j}:meta", "{lock:j}:slot", "lock:j", token,
+                           "lock:j", "{lock:j}:meta", "{lock:j}:fence", "lock:j", token,
                            std::to_string(slot), std::to_string(until), at_least_once ? "1" : "0",
                            std::to_string(until + 3600000), std::to_string(slot + 60000),
-                           "* * * * *", "UTC", std::to_string(defer_until), "host", "h-" + token});
+                           "* * * * *", "UTC", std::to_string(defer_until), "h-" + token});
 }
 
 std::string look(const RedisServer& server, long long slot, const std::string& what,
                  bool at_least_once = false) {
     return server.command({"EVAL", std::string(redlock::lock::k_cron_yield_script.source), "3",
-                           "lock:j", "{lock:j}:meta", "{lock:j}:slot", "t", std::to_string(slot),
+                           "lock:j", "{lock:j}:meta", "{lock:j}:fence", "t", std::to_string(slot),
                            at_least_once ? "1" : "0", what, std::to_string(slot + 3600000)});
 }
 
 std::string finish(const RedisServer& server, const std::string& token, long long slot,
                    const std::string& state) {
     return server.command({"EVAL", std::string(redlock::lock::k_cron_finish_script.source), "1",
-                           "{lock:j}:slot", token, std::to_string(slot), state, "0"});
+                           "{lock:j}:fence", token, std::to_string(slot), state, "0"});
 }
 
 // Holds the lock as a cron run of `slot` would (its metadata names the slot).
@@ -57,7 +57,7 @@ void hold(const RedisServer& server, const std::string& token, long long slot) {
 }
 
 std::string field(const RedisServer& server, const std::string& name) {
-    return server.command({"HGET", "{lock:j}:slot", name});
+    return server.command({"HGET", "{lock:j}:fence", name});
 }
 
 } // namespace
@@ -72,14 +72,14 @@ TEST_CASE("a cron slot is claimed once, by the lock's holder, never before its i
     const auto early = claim(server, "t1", now + 60000, now + 120000);
     REQUIRE(early.starts_with("[3, "));
     CHECK(std::stoll(early.substr(4)) > 58000);
-    CHECK(field(server, "cron_ms") == "(nil)");
+    CHECK(field(server, "c") == "(nil)");
     // Claimed: the record before had nothing.
     CHECK(head(claim(server, "t1", slot, now + 60000), 3) == "[1, -1, -1]");
-    CHECK(field(server, "cron_state") == "running");
-    CHECK(field(server, "host") == "h-t1");
-    CHECK(field(server, "next_ms") == std::to_string(slot + 60000));
+    CHECK(field(server, "cs") == "running");
+    CHECK(field(server, "ch") == "h-t1");
+    CHECK(field(server, "cn") == std::to_string(slot + 60000));
     CHECK(server.command({"HGET", "{lock:j}:meta", "cron_claimed"}) == std::to_string(slot));
-    const long long pttl = std::stoll(server.command({"PTTL", "{lock:j}:slot"}));
+    const long long pttl = std::stoll(server.command({"PTTL", "{lock:j}:fence"}));
     CHECK(pttl > 3600000);
     // The same claimer again (a retry) is still yes; another holder is told it is decided.
     CHECK(head(claim(server, "t1", slot, now + 60000), 3) == "[1, -1, -1]");
@@ -99,7 +99,7 @@ TEST_CASE("a cron slot past its window is recorded missed once") {
     const long long slot = now - 10000;
     hold(server, "t1", slot);
     CHECK(head(claim(server, "t1", slot, now - 1000), 3) == "[-4, -1, -1]");
-    CHECK(field(server, "cron_state") == "missed");
+    CHECK(field(server, "cs") == "missed");
     CHECK(head(claim(server, "t1", slot, now - 1000), 5) ==
           "[-1, " + std::to_string(slot) + ", -1, missed, ]");
 }
@@ -115,7 +115,7 @@ TEST_CASE("an at-least-once slot whose run died is claimed again, an at-most-onc
     CHECK(claim(server, "t2", slot, now + 60000, false).starts_with("[-1, "));
     CHECK(head(claim(server, "t2", slot, now + 60000, true), 3) ==
           "[2, " + std::to_string(slot) + ", -1]");
-    CHECK(field(server, "token") == "t2");
+    CHECK(field(server, "ct") == "t2");
     // Ended on its own: done, not claimed again.
     CHECK(finish(server, "t1", slot, "done") == "0"); // not the record's run any more
     CHECK(finish(server, "t2", slot, "done") == "1");
@@ -139,9 +139,9 @@ TEST_CASE("a run that finds the lock held learns whether it overlaps, and record
     REQUIRE(head(claim(server, "t1", first, now + 60000), 3) == "[1, -1, -1]");
     // Claimed and running: an overlap, looked at, or recorded skipped (once).
     CHECK(head(look(server, second, "look"), 1) == "[13]");
-    CHECK(field(server, "skipped_ms") == "(nil)");
+    CHECK(field(server, "ck") == "(nil)");
     CHECK(head(look(server, second, "skip"), 1) == "[14]");
-    CHECK(field(server, "skipped_ms") == std::to_string(second));
+    CHECK(field(server, "ck") == std::to_string(second));
     CHECK(look(server, second, "skip").starts_with("[-1, "));
     // Its claim afterwards finds it decided.
     hold(server, "t2", second);
@@ -157,7 +157,7 @@ TEST_CASE("overlap=queue keeps one slot waiting and skips the others") {
     hold(server, "t1", now - 3000);
     REQUIRE(head(claim(server, "t1", now - 3000, now + 60000), 3) == "[1, -1, -1]");
     CHECK(head(look(server, now - 2000, "queue"), 1) == "[15]");
-    CHECK(field(server, "pending_ms") == std::to_string(now - 2000));
+    CHECK(field(server, "cq") == std::to_string(now - 2000));
     CHECK(head(look(server, now - 2000, "queue"), 1) ==
           "[15]"); // the same slot again: still queued
     CHECK(head(look(server, now - 1000, "queue"), 1) == "[14]"); // one waits already: skipped
@@ -194,4 +194,70 @@ TEST_CASE("an at-least-once job's later slot lets the rerun of a dead one go fir
     CHECK(head(claim(server, "t2", now - 1000, now + 60000, true, now + 5000), 1) == "[5]");
     // At most once: no deferral.
     CHECK(head(claim(server, "t2", now - 1000, now + 60000, false, now + 5000), 1) == "[1]");
+}
+
+namespace {
+// The history script writing a cron run's entry (`fields`: field, value, ...) for lock:j,
+// keeping 10 entries for 60 s, and the record until `keep_until` if given.
+std::string record_entry(const RedisServer& server, std::vector<std::string> fields,
+                         const std::string& keep_until = {}) {
+    std::string packed;
+    for (const auto& f : fields)
+        packed += f + '\0';
+    std::vector<std::string> argv{"EVAL",   std::string(redlock::lock::k_history_script.source),
+                                  "3",      "{lock:j}:fence",
+                                  "lock:j", "{lock:j}:meta",
+                                  "run",    "tok",
+                                  "10",     "60000",
+                                  "0",      "0",
+                                  packed,   ""};
+    if (!keep_until.empty())
+        argv.push_back(keep_until);
+    return server.command(argv);
+}
+// lock:j's newest history entry, its pieces joined (lock/scripts.hpp, k_blob).
+std::string newest(const RedisServer& server) {
+    std::string out;
+    for (const char* piece : {"e", "e:2", "e:3", "e:4"})
+        if (auto v = field(server, piece); v != "(nil)")
+            out += v;
+    return out;
+}
+} // namespace
+
+TEST_CASE("a cron slot's record is fields of the name's record, which stays compact") {
+    RedisServer server;
+    const long long now = server_ms(server);
+    server.command({"HSET", "{lock:j}:fence", "f", "5"});
+    hold(server, "t1", now - 1000);
+    const std::string host(300, 'h');
+    REQUIRE(head(server.command({"EVAL", std::string(redlock::lock::k_cron_claim_script.source),
+                                 "4", "lock:j", "{lock:j}:meta", "{lock:j}:fence", "lock:j", "t1",
+                                 std::to_string(now - 1000), std::to_string(now + 60000), "0",
+                                 std::to_string(now + 3600000), std::to_string(now + 59000),
+                                 "* * * * *", "UTC", "0", host}),
+                 3) == "[1, -1, -1]");
+    CHECK(field(server, "f") == "5"); // the fence counter beside it
+    CHECK(field(server, "ch") == host.substr(0, 63));
+    const auto encoding = server.command({"OBJECT", "ENCODING", "{lock:j}:fence"});
+    CHECK((encoding == "listpack" || encoding == "ziplist"));
+    CHECK(server.command({"EXISTS", "{lock:j}:slot"}) == "0");
+}
+
+TEST_CASE("a cron run's history entry names its slot, and keeps the record as the slot needs") {
+    RedisServer server;
+    const long long now = server_ms(server);
+    REQUIRE(record_entry(server, {"run", "r1", "outcome", "missed", "slot", "1700000000000"},
+                         std::to_string(now + 3600000)) == "1");
+    // The entry keeps the slot (history shows it), and the record lives past the age (60 s)
+    // until the slot's record may be needed.
+    CHECK(newest(server).find("1700000000000") != std::string::npos);
+    CHECK(std::stoll(server.command({"PTTL", "{lock:j}:fence"})) > 3500000);
+    // Never sooner than it would expire anyway, and without it the history's age.
+    REQUIRE(record_entry(server, {"run", "r2", "outcome", "missed", "slot", "1700000060000"},
+                         std::to_string(now + 1000)) == "1");
+    CHECK(std::stoll(server.command({"PTTL", "{lock:j}:fence"})) > 60000);
+    REQUIRE(record_entry(server, {"run", "r3", "outcome", "missed", "slot", "1700000120000"}) ==
+            "1");
+    CHECK(std::stoll(server.command({"PTTL", "{lock:j}:fence"})) <= 63750);
 }

@@ -14,11 +14,11 @@ TEST_CASE("the lock key is the prefix followed by the name") {
 TEST_CASE("every companion key puts the lock key in braces so it shares its cluster hash slot") {
     const Keys k("lock:", "backup");
     CHECK(k.meta == "{lock:backup}:meta");
-    CHECK(k.fence == "{lock:backup}:fence");
-    CHECK(k.slot == "{lock:backup}:slot");
+    CHECK(k.record == "{lock:backup}:fence");
+    CHECK(k.fence_field == "f");
     CHECK(k.queue == "{lock:backup}:queue");
     CHECK(k.waiting == "{lock:backup}:waiting");
-    CHECK(k.tickets == "{lock:backup}:tickets");
+    CHECK(k.old_slot == "{lock:backup}:slot");
     CHECK(k.limit == "{lock:backup}:limit");
     CHECK(k.released == "{lock:backup}:released");
     CHECK(k.name_lock == "lock:backup");
@@ -26,16 +26,18 @@ TEST_CASE("every companion key puts the lock key in braces so it shares its clus
     CHECK(companion_of("lock:x", "meta") == "{lock:x}:meta");
 }
 
-TEST_CASE("a permit is a lock of its own in the name's hash slot, the rest the name's") {
+TEST_CASE("a permit is a lock of its own in the name's hash slot, its fence in the name's record") {
     const Keys p = Keys("lock:", "pool").permit(3);
     CHECK(p.lock == "{lock:pool}:permit:3");
     CHECK(p.meta == "{lock:pool}:permit:3:meta");
-    CHECK(p.fence == "{lock:pool}:permit:3:fence");
+    CHECK(p.record == "{lock:pool}:fence");
+    CHECK(p.fence_field == "f3");
+    CHECK(p.old_fence == "{lock:pool}:permit:3:fence");
     CHECK(p.limit == "{lock:pool}:limit");
     CHECK(p.released == "{lock:pool}:released");
     CHECK(p.name_lock == "lock:pool");
 }
 
 TEST_CASE("the keys of a lock key are those of its name") {
-    CHECK(Keys::of_lock_key("lock:x").fence == Keys("lock:", "x").fence);
+    CHECK(Keys::of_lock_key("lock:x").record == Keys("lock:", "x").record);
 }

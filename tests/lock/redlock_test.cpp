@@ -472,40 +472,63 @@ TEST_CASE("leader first: the leader's \"held\" ends the attempt, and nothing is 
 
 TEST_CASE("counters that agree give the fence in one round; counters apart get a second") {
     FiveServers five;
-    // Whether the fence script (round 2, always sent as EVAL, which caches it) ran there.
+    // Whether the fence script (round 2: it reads the counter with HGET, which an acquisition
+    // never does) ran there since the last look.
     auto round2_on = [&](size_t i) {
-        return five[i].command(
-                   {"SCRIPT", "EXISTS", std::string(redlock::lock::k_fence_script.sha1)}) == "[1]";
+        const bool ran =
+            five[i].command({"INFO", "commandstats"}).find("cmdstat_hget:") != std::string::npos;
+        five[i].command({"CONFIG", "RESETSTAT"});
+        return ran;
     };
+    auto counter = [&](size_t i) { return five[i].command({"HGET", k_fence, "f"}); };
+    // A new name: each server starts its counter from its own clock, so they differ, and the
+    // largest is written to every server that said yes.
     auto lock = five.make_lock();
     auto first = lock.acquire();
     REQUIRE(first);
     REQUIRE(first->status == AcquireStatus::acquired);
-    CHECK(first->fence == 1);
+    CHECK(first->fence > 1000000000000000);
     for (size_t i = 0; i < k_n; ++i) {
         CAPTURE(i);
-        CHECK_FALSE(round2_on(i));
-        if (first->servers[i].vote == Vote::yes)
-            CHECK(five[i].command({"GET", k_fence}) == "1");
+        const bool second_round = round2_on(i);
+        if (first->servers[i].vote == Vote::yes) {
+            CHECK(second_round);
+            CHECK(counter(i) == std::to_string(first->fence));
+        }
+        five[i].command({"CONFIG", "RESETSTAT"}); // counter()'s own HGET
     }
     (void)lock.release();
 
+    // Counters that agree: the next fence in one round.
+    auto next = five.make_lock();
+    auto again = next.acquire();
+    REQUIRE(again);
+    REQUIRE(again->status == AcquireStatus::acquired);
+    CHECK(again->fence == first->fence + 1);
+    for (size_t i = 0; i < k_n; ++i) {
+        CAPTURE(i);
+        CHECK_FALSE(round2_on(i));
+    }
+    (void)next.release();
+
     // One server ahead (say it alone saw acquisitions while the others were down): the
     // largest counter wins and is written to every server that said yes.
-    five[2].command({"SET", k_fence, "40"});
+    const long long ahead = first->fence + 40;
+    five[2].command({"HSET", k_fence, "f", std::to_string(ahead)});
     auto second = five.make_lock();
     auto result = second.acquire();
     REQUIRE(result);
     REQUIRE(result->status == AcquireStatus::acquired);
     // Server 2's yes counted in round 1 (its vote may then say it was not waited for in
-    // round 2) unless it came too late: then the other four agree on 2.
-    if (result->fence != 2) {
-        CHECK(result->fence == 41);
+    // round 2) unless it came too late: then the other four agree.
+    if (result->fence != first->fence + 2) {
+        CHECK(result->fence == ahead + 1);
         for (size_t i = 0; i < k_n; ++i) {
             CAPTURE(i);
+            const bool second_round = round2_on(i);
             if (result->servers[i].vote == Vote::yes) {
-                CHECK(five[i].command({"GET", k_fence}) == "41");
-                CHECK(round2_on(i));
+                CHECK(counter(i) == std::to_string(ahead + 1));
+                CHECK(second_round);
             }
         }
     } else {

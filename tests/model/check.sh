@@ -33,6 +33,9 @@ checks=(
     "fail|-DNS=3 -DNC=2 -DNA=1 -DSKIP_ROUND2|no round 2, even when the yes replies differ"
     "fail|-DNS=3 -DNC=2 -DNA=1 -DREAD_ROUND1|round 1 only reads, round 2 skipped when they agree"
     "fail|-DNS=3 -DNC=2 -DNA=1 -DCOUNTER_LOST|a server restarts with its counter lost"
+    "pass|-DNS=2 -DNC=2 -DNA=1 -DRESEED|counters expire while unused and start again from the clock"
+    "pass|-DNS=1 -DNC=2 -DNA=2 -DRESEED|one server, counters expiring, clients retrying"
+    "fail|-DNS=3 -DNC=2 -DNA=1 -DRESEED -DCLOCK_BACK|a counter started again from a clock stepped back"
     "fail|-DNS=3 -DNC=2 -DNA=1 -DREACH_SUCCESS2|sanity: two acquisitions succeed"
     "fail|-DNS=3 -DNC=2 -DNA=1 -DREACH_OVERLAP|sanity: two holders at once"
 )

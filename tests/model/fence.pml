@@ -26,6 +26,12 @@
  *   READ_ROUND1   (alone) round 1 only reads, and round 2 is still skipped when
  *                 the replies agree
  *   COUNTER_LOST  one server may restart empty once (key AND counter lost)
+ *   RESEED        (passes) a counter expires while its name is unused, and one
+ *                 that is not there starts from the server's clock (clk, a
+ *                 ghost that grows by one at every increment at least: fewer
+ *                 acquisitions than microseconds), as the name's record does
+ *   CLOCK_BACK    with RESEED: the clock stepped back to the start before the
+ *                 reseed (a counter then starts at 1)
  *   REACH_SUCCESS2  sanity: two acquisitions do succeed (asserts nsucc < 2)
  *   REACH_OVERLAP   sanity: two clients do hold the lock at once
  * The two REACH_ ones show the positive result is not vacuous: the model does
@@ -103,6 +109,9 @@ byte counter[NS];   /* durable fence counter, starts 0 */
 #ifdef COUNTER_LOST
 bool restarted;     /* one restart in the whole run */
 #endif
+#ifdef RESEED
+byte clk;           /* the servers' clock (TIME in microseconds), ghost-scaled */
+#endif
 
 /* Clients: what each invocation keeps for its current attempt. */
 byte phase[NC];
@@ -159,7 +168,18 @@ inline forget_t(c, a) {
 #define R1_WRITE(s) skip
 #else
 #define R1_REPLY(s) (counter[s])
+#ifdef RESEED
+/* A counter that is not there (0: a new name, or its record expired) starts from
+ * the clock, or from 1 with the clock stepped back. */
+#ifdef CLOCK_BACK
+#define SEED 1
+#else
+#define SEED (clk + 1)
+#endif
+#define R1_WRITE(s) if :: counter[s] == 0 -> counter[s] = SEED :: else -> counter[s]++ fi; clk++
+#else
 #define R1_WRITE(s) counter[s]++
+#endif
 #endif
 
 /* Round 1 of attempt a of client c, executed on server s (atomically). */
@@ -230,6 +250,10 @@ end:
     :: atomic { key[s] != 0 -> key[s] = 0 }
 #ifdef COUNTER_LOST
     :: atomic { !restarted -> key[s] = 0; counter[s] = 0; restarted = true }
+#endif
+#ifdef RESEED
+    /* The record expires once the name is unused for its age. */
+    :: atomic { key[s] == 0 && counter[s] != 0 -> counter[s] = 0 }
 #endif
     od
 }

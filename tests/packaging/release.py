@@ -48,9 +48,23 @@ def require_root(test, why):
         test.skipTest(f"needs root for {why}; run the release tests as root (CI does)")
 
 
-# The Debian roots the x86_64 binary is run in: suite -> packages beyond minbase.
-ROOTS = {"bullseye": ["libssl1.1"],  # Debian 11: glibc 2.31, OpenSSL 1.1.1
-         "trixie": ["libssl3t64"]}  # Debian 13: glibc 2.41, OpenSSL 3
+# The Debian roots the x86_64 binary is run in: suite -> packages beyond minbase. Debian
+# 11: glibc 2.31, OpenSSL 1.1.1, Redis 6.0; Debian 13: glibc 2.41, OpenSSL 3, Redis 8,
+# Valkey 8. Their servers are the ones the e2e tests run against besides the host's
+# (servers.py).
+ROOTS = {"bullseye": ["libssl1.1", "redis-server"],
+         "trixie": ["libssl3t64", "redis-server", "valkey-server"]}
+
+
+def unmount_below(root):
+    """Unmounts what is mounted at or below `root` (deepest first): debootstrap can leave
+    the root's /proc or /sys mounted when it is stopped or fails, and a later rmtree of
+    the root must not walk into them."""
+    prefix = os.path.realpath(root).rstrip("/") + "/"
+    with open("/proc/self/mounts") as f:
+        points = [line.split()[1].replace("\\040", " ") for line in f]
+    for point in sorted((p for p in points if (p + "/").startswith(prefix)), reverse=True):
+        subprocess.run(["umount", "-l", point], check=False, capture_output=True)
 
 
 def debian_root(test, suite, include=()):
@@ -69,11 +83,13 @@ def debian_root(test, suite, include=()):
         if os.path.exists(done) and open(done).read() == stamp:
             return root
         if os.path.exists(root):
+            unmount_below(root)
             shutil.rmtree(root)
         command = ["debootstrap", "--variant=minbase"]
         if include:
             command.append("--include=" + ",".join(include))
         result = support.run(command + [suite, root, MIRROR], timeout=1200, check=False)
+        unmount_below(root)
         if result.returncode != 0:
             log = os.path.join(root, "debootstrap", "debootstrap.log")
             tail = open(log).read()[-3000:] if os.path.exists(log) else ""

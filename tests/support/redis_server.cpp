@@ -3,6 +3,7 @@
 #include <array>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -52,6 +53,28 @@ std::string redis_server_path() {
         return env;
     }
     return REDLOCK_TEST_REDIS_SERVER;
+}
+
+// Whether the server has ACL rules of channels ("&*", Redis 6.2): Redis 6.0 allows every
+// user every channel, and refuses to start on such a rule. From its --version ("Redis
+// server v=6.0.16 ..."; Valkey has them), asked once.
+bool has_channel_rules() {
+    static const bool has = [] {
+        const std::string command = "'" + redis_server_path() + "' --version";
+        std::unique_ptr<FILE, int (*)(FILE*)> out(popen(command.c_str(), "r"), pclose);
+        std::array<char, 256> line{};
+        if (!out || !fgets(line.data(), line.size(), out.get()))
+            return true;
+        const std::string text(line.data());
+        const auto v = text.find("v=");
+        if (text.starts_with("Valkey") || v == std::string::npos)
+            return true;
+        int major = 0, minor = 0;
+        if (std::sscanf(text.c_str() + v, "v=%d.%d", &major, &minor) != 2)
+            return true;
+        return major > 6 || (major == 6 && minor >= 2);
+    }();
+    return has;
 }
 
 timeval to_timeval(std::chrono::milliseconds ms) {
@@ -195,7 +218,8 @@ std::vector<std::string> RedisServer::command_line() const {
         args.push_back("--user");
         args.push_back(m_options.acl_user->name);
         for (auto& rule : split_words(m_options.acl_user->rules)) {
-            args.push_back(std::move(rule));
+            if (!rule.starts_with('&') || has_channel_rules())
+                args.push_back(std::move(rule));
         }
         args.push_back(">" + m_options.acl_user->password);
     }

@@ -15,7 +15,8 @@ namespace redlock::test {
 struct AclUser {
     std::string name;
     std::string password;
-    // ACL rules separated by spaces, e.g. "on ~lock:* +@all" or "on ~other:* +@all".
+    // ACL rules separated by spaces, e.g. "on ~lock:* +@all" or "on ~other:* +@all". Rules of
+    // channels ("&*") are left out on a server without them (Redis 6.0: every channel).
     // The password is added as ">PASSWORD"; a rule string may also carry its own.
     std::string rules = "on ~* &* +@all";
 };
