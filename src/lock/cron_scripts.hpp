@@ -19,9 +19,10 @@
 // Text values are clipped to 63 bytes, so that the record stays a listpack (lock/scripts.hpp).
 // Times are the server's (TIME). The record expires as every write of a run says
 // (k_keep_record: the history's age); a slot's claim, skip or queueing pushes it back to
-// the time its writer says (the slot's catch-up window and the next fire, within the
-// history's age) if that is later, never sooner, and a cron run keeps it that long too
-// (job/run.cpp), so that no slot is claimed twice while a run of it may still come.
+// the time its writer says (the later of the slot's catch-up window and its next fire, that
+// one within the history's age, and a margin) if that is later, never sooner; and the cron
+// run's other writes keep it that long too (its acquisition's keep_record "slot", its
+// history entries' ARGV[9]: job/run.cpp), so that no slot can be claimed twice.
 
 #include "lock/scripts.hpp"
 
@@ -56,9 +57,8 @@ local function dead(st) return st == "running" or st == "lost" or st == "killed"
 // ARGV[3] the last instant a fresh claim may be made, ARGV[4] "1" for an at-least-once job,
 // ARGV[5] the record's expiry, ARGV[6] the next fire, ARGV[7] the schedule, ARGV[8] its
 // zone, ARGV[9] until when an at-least-once job's earlier slot whose run died goes first,
-// ARGV[10] the run's host). The holder's
-// metadata gets "cron_claimed": its run is under way (k_cron_yield_script). Every reply
-// ends with this server's TIME (ms). Replies:
+// ARGV[10] the run's host). The holder's metadata gets "cron_claimed": its run is under
+// way (k_cron_yield_script). Every reply ends with this server's TIME (ms). Replies:
 //   0                      the lock does not hold our token here
 //   {3, ms}                the slot's instant is that far ahead on this server's clock
 //   {1, last, skipped}     claimed (the record's slots before, -1 for none)
