@@ -297,9 +297,9 @@ void Fleet::subscribe_again(Clock::time_point now) {
 void Fleet::start_sweep() {
     // The exporter follows the names with a record too (their lock free: run in the
     // history's age).
-    m_sweep = Sweep{std::make_unique<lock::NameScan>(m_reader.connections(), m_config.key_prefix,
-                                                     m_options.pattern, true,
-                                                     m_options.keep_free ? lock::k_record_suffix : ""),
+    m_sweep = Sweep{std::make_unique<lock::NameScan>(
+                        m_reader.connections(), m_config.key_prefix, m_options.pattern, true,
+                        m_options.keep_free ? lock::k_record_suffix : ""),
                     {},
                     0,
                     Clock::now()};

@@ -609,10 +609,11 @@ class FairCrowdOverFiveTest(E2ETest):
         # queue behind. 0.3 cost 39 here, 0.4 before the head's shortcut 30-34.
         # Under the sanitizers (REDLOCK_E2E_SLACK > 1) every process is some three times
         # slower, and the queue's keep-alive attempts, which go by time, add about four a
-        # hand-over: the bound allows them.
+        # hand-over, more on a loaded machine (35.5 measured with a compiler beside it):
+        # the bound allows them. The plain build's 30 is the contract's.
         cost = commands_per_hand_over(self, [self.redis_server() for _ in range(5)], 30,
                                       ["--fair"])
-        self.assertLessEqual(cost, 30 if SLACK <= 1 else 35)
+        self.assertLessEqual(cost, 30 if SLACK <= 1 else 40)
 
 
 if __name__ == "__main__":

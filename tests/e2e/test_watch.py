@@ -11,7 +11,7 @@ import os
 import signal
 import unittest
 
-from redlock_e2e import SLACK, E2ETest, wait_until
+from redlock_e2e import SLACK, E2ETest, Timeout, wait_until
 
 
 def events_of(watch, name):
@@ -126,6 +126,16 @@ class WatchMemoryTest(WatchTest):
                 wait_until(lambda: reads() >= expected, 30,
                            message=f"watch to read names {first} to {first + 249}", proc=watch)
 
+        # PUBSUB NUMPAT says the server has the subscription, not that watch has read its
+        # confirmation and the start's sweep: a notice until one is read, then the lots.
+        def heard_one():
+            expected = reads() + 1
+            server.command("PUBLISH", "{lock:ready}:events", "run")
+            try:
+                return wait_until(lambda: reads() >= expected, 0.5, interval=0.05)
+            except Timeout:
+                return False
+        wait_until(heard_one, 30, message="watch to read a name it heard of", proc=watch)
         hear("warm", 2000)
         before = rss_kb(watch.pid)
         hear("gone", 10000)

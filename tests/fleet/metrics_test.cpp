@@ -17,7 +17,8 @@ namespace {
 
 const redlock::util::UtcMillis k_now{std::chrono::milliseconds(1'800'000'000'000)};
 
-// Five names with counters in their record (a run each) on `server`, followed by an exporter's model.
+// Five names with counters in their record (a run each) on `server`, followed by an exporter's
+// model.
 struct Five {
     RedisServer server;
     redlock::config::Config config;

@@ -337,6 +337,21 @@ TEST_CASE("acquiring without the password a server requires is an auth error") {
            cause == "ERR Protocol error: unauthenticated multibulk length)"));
 }
 
+namespace {
+
+// Whether `message` is redlock's word on the server at `port` refusing a key by its ACL,
+// in the server's own words: "NOPERM this user has no permissions to access one of the
+// keys used as arguments" (Redis 8, Valkey 8: "NOPERM No permissions to access a key").
+bool is_key_refusal(const std::string& message, int port) {
+    const std::string prefix =
+        "127.0.0.1:" + std::to_string(port) + ": permission denied by the server's ACL: ";
+    return message == prefix + "NOPERM this user has no permissions to access one of the keys "
+                               "used as arguments" ||
+           message == prefix + "NOPERM No permissions to access a key";
+}
+
+} // namespace
+
 TEST_CASE("an ACL user without access to the lock key is refused with an auth error") {
     RedisServerOptions options;
     options.acl_user = redlock::test::AclUser{"app", "app-pass", "on ~other:* &* +@all"};
@@ -347,14 +362,7 @@ TEST_CASE("an ACL user without access to the lock key is refused with an auth er
     auto result = lock.acquire();
     REQUIRE_FALSE(result);
     CHECK(result.error().kind == ErrorKind::auth);
-    // "NOPERM this user has no permissions to access one of the keys used as arguments"
-    // (Redis 8, Valkey 8: "NOPERM No permissions to access a key").
-    const std::string prefix =
-        "127.0.0.1:" + std::to_string(server.port()) + ": permission denied by the server's ACL: ";
-    CHECK((result.error().message ==
-               prefix + "NOPERM this user has no permissions to access one of the keys used as "
-                        "arguments" ||
-           result.error().message == prefix + "NOPERM No permissions to access a key"));
+    CHECK(is_key_refusal(result.error().message, server.port()));
     // Refused before the script ran: there was nothing to release.
     CHECK(lock.last_cleanup().empty());
 }
@@ -368,14 +376,7 @@ TEST_CASE("an ACL refusal of a user that needs no password is not taken for a mi
     auto result = lock.acquire();
     REQUIRE_FALSE(result);
     CHECK(result.error().kind == ErrorKind::auth);
-    // "NOPERM this user has no permissions to access one of the keys used as arguments"
-    // (Redis 8, Valkey 8: "NOPERM No permissions to access a key").
-    const std::string prefix =
-        "127.0.0.1:" + std::to_string(server.port()) + ": permission denied by the server's ACL: ";
-    CHECK((result.error().message ==
-               prefix + "NOPERM this user has no permissions to access one of the keys used as "
-                        "arguments" ||
-           result.error().message == prefix + "NOPERM No permissions to access a key"));
+    CHECK(is_key_refusal(result.error().message, server.port()));
     CHECK(lock.last_cleanup().empty());
 }
 
