@@ -22,7 +22,7 @@ _redlock_command_opts() {
         release) echo '-k --key --token -f --force -y --yes' ;;
         reap) echo '-p --pattern --dry-run --json' ;;
         doctor) echo '--json' ;;
-        cron) echo '--check -n --count --from --json' ;;
+        cron) echo '--check -n --count --from --json --grace' ;;
     esac
 }
 
@@ -73,7 +73,7 @@ _redlock() {
                 ;;
             -k | --key | -t | --ttl | -w | --wait | --timeout | -E | --conflict-exit-code | \
                 --max-hold | --min-validity | --min-hold | --once-per | --limit | --token | -p | --pattern | \
-                --metrics | --events | --on-lost | --count | --since | --listen | --from)
+                --metrics | --events | --on-lost | --count | --since | --listen | --from | --grace)
                 [[ -n $command ]] && ((i++))
                 continue
                 ;;
@@ -149,7 +149,7 @@ _redlock() {
             esac
             return
             ;;
-        -t | --ttl | -w | --wait | --timeout | --max-hold | --min-validity | --min-hold | --once-per)
+        -t | --ttl | -w | --wait | --timeout | --max-hold | --min-validity | --min-hold | --once-per | --grace)
             COMPREPLY=($(compgen -W '250ms 10s 30s 1m 5m 10m 30m 1h 2h' -- "$cur"))
             return
             ;;

@@ -99,7 +99,7 @@ complete -c redlock -n __redlock_no_command -a extend -d 'Give a held lock a fre
 complete -c redlock -n __redlock_no_command -a release -d 'Release a lock'
 complete -c redlock -n __redlock_no_command -a reap -d "Release this machine's locks of an earlier boot"
 complete -c redlock -n __redlock_no_command -a doctor -d 'Check the servers'
-complete -c redlock -n __redlock_no_command -a cron -d "Check a crontab for the fleet's cron daemon"
+complete -c redlock -n __redlock_no_command -a cron -d "Run a crontab on every host, each slot once"
 
 set -l durations '250ms 10s 30s 1m 5m 10m 30m 1h 2h'
 
@@ -156,9 +156,10 @@ complete -c redlock -n '__redlock_using reap' -l dry-run -d 'Say what would be r
 complete -c redlock -n '__redlock_using reap' -l json -d 'Print one JSON document'
 complete -c redlock -n '__redlock_using doctor' -l json -d 'Print one JSON document'
 
-# cron --check FILE
+# cron [--json] [--grace D] FILE, cron --check FILE
 complete -c redlock -n '__redlock_using cron' -l check -d 'Check the crontab and list its jobs'
 complete -c redlock -n '__redlock_using cron' -s n -l count -x -d 'The next N fire times of each job (default 3)'
 complete -c redlock -n '__redlock_using cron' -l from -x -d 'The fire times after this ISO 8601 UTC time'
-complete -c redlock -n '__redlock_using cron' -l json -d 'Print one JSON document'
+complete -c redlock -n '__redlock_using cron' -l json -d 'JSON: one object per line (--check: one document)'
+complete -c redlock -n '__redlock_using cron' -l grace -x -d 'How long a drain lets running jobs finish'
 complete -c redlock -n '__redlock_using cron' -F

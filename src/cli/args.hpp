@@ -59,6 +59,7 @@ struct CommandArgs {
     bool dry_run = false;              // reap --dry-run
     bool check = false;                // cron --check
     std::optional<std::string> from;   // cron --from
+    std::optional<std::string> grace;  // cron --grace
     std::string file;                  // cron FILE
     bool operator==(const CommandArgs&) const = default;
 };

@@ -15,6 +15,7 @@
 #include "cli/run_command.hpp"
 #include "config/config.hpp"
 #include "config/load.hpp"
+#include "job/slot_run.hpp"
 #include "lock/lock.hpp"
 #include "lock/name.hpp"
 #include "process/watchdog.hpp"
@@ -197,12 +198,10 @@ util::Expected<size_t> count_option(const std::string& text, size_t most) {
     return n;
 }
 
-// `cron`: only --check for now; it reads no config and talks to no server.
-int cron(const CommandArgs& args) {
-    if (!args.check)
-        return report({util::ErrorKind::usage,
-                       "cron: the daemon is not in this version yet; 'redlock cron --check FILE' "
-                       "checks a crontab"});
+// `cron --check`: reads no config and talks to no server.
+int cron_check(const CommandArgs& args) {
+    if (args.grace)
+        return report({util::ErrorKind::usage, "cron --check: --grace is the daemon's"});
     if (args.file.empty())
         return report({util::ErrorKind::usage, "cron --check: a crontab FILE is required"});
     CronOptions options;
@@ -431,6 +430,25 @@ int dispatch(std::string_view chosen, const RunArgs& run_args, const CommandArgs
             options.listen = *args.listen;
         return exporter_command(options, cfg);
     }
+    if (is("cron")) {
+        if (args.file.empty())
+            return report({util::ErrorKind::usage, "cron: a crontab FILE is required"});
+        if (args.count || args.from)
+            return report({util::ErrorKind::usage, util::format("cron: {} goes with --check",
+                                                                args.count ? "-n" : "--from")});
+        CronDaemonOptions options;
+        options.file = args.file;
+        options.json = args.json;
+        auto grace = optional_duration(args.grace);
+        if (!grace)
+            return report(grace.error());
+        if (*grace)
+            options.grace = **grace;
+        options.verbosity = log::level() == log::Level::quiet     ? 0
+                            : log::level() == log::Level::verbose ? 2
+                                                                  : 1;
+        return cron_daemon_command(options, cfg);
+    }
     if (is("history")) {
         auto name = one_name(args.names, args.keys);
         if (!name)
@@ -649,6 +667,7 @@ std::expected<CommandLine, int> parse_with_cli11(int argc, char** argv) {
         command->add_flag("--check", args.check);
         add_text_option(command, "-n,--count", args.count)->type_name("N");
         add_text_option(command, "--from", args.from)->type_name("TIME");
+        add_text_option(command, "--grace", args.grace)->type_name("DURATION");
         add_json_option(command, args);
         command->add_option("file", args.file)->type_name("FILE");
     } else if (chosen == "history") {
@@ -713,6 +732,9 @@ int run_main(int argc, char** argv) {
     // What a run's watchdog becomes when redlock dies: no options, no config.
     if (argc == 2 && std::string_view(argv[1]) == process::k_release_command)
         return dead_run_command();
+    // What the cron daemon starts for a slot: its SlotRun on stdin, no config.
+    if (argc == 4 && std::string_view(argv[1]) == job::k_slot_command)
+        return cron_slot_command();
     // A copy: mask_passwords() rewrites argv, which the view would point into.
     const std::string chosen(chosen_command(argc, argv));
     if (!chosen.empty() && help_text(chosen).empty() &&
@@ -747,8 +769,8 @@ int run_main(int argc, char** argv) {
     log::set_level(line.global.verbose ? log::Level::verbose
                    : line.global.quiet ? log::Level::quiet
                                        : log::Level::normal);
-    if (line.command == "cron")
-        return cron(line.args);
+    if (line.command == "cron" && line.args.check)
+        return cron_check(line.args);
 
     auto cfg = load(line.global);
     if (!cfg)

@@ -98,4 +98,17 @@ struct CronOptions {
 };
 [[nodiscard]] int cron_command(const CronOptions& options);
 
+// `cron FILE`: the daemon (cron/daemon.hpp).
+struct CronDaemonOptions {
+    std::string file;
+    bool json = false;
+    std::optional<std::chrono::milliseconds> grace;
+    int verbosity = 1;
+};
+[[nodiscard]] int cron_daemon_command(const CronDaemonOptions& options,
+                                      const config::Config& config);
+
+// `redlock __cron-slot JOB SLOT`: the run of one slot, its job::SlotRun on stdin.
+[[nodiscard]] int cron_slot_command();
+
 } // namespace redlock::cli

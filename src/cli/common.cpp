@@ -87,6 +87,8 @@ int exit_status(const job::RunResult& result, int conflict_exit_code) {
         return util::exit_code::internal;
     case job::Outcome::skipped_held:
     case job::Outcome::skipped_slot:
+    case job::Outcome::skipped_overlap:
+    case job::Outcome::missed:
     case job::Outcome::gave_up:
         return conflict_exit_code;
     case job::Outcome::interrupted:

@@ -3,15 +3,23 @@
 // likely a mistake said on stderr.
 
 #include <algorithm>
+#include <cerrno>
+#include <csignal>
 #include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
 #include <pwd.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <climits>
 
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
+#include "cli/stderr_observer.hpp"
 #include "cron/crontab.hpp"
+#include "cron/daemon.hpp"
+#include "job/slot_run.hpp"
 #include "util/duration.hpp"
 #include "util/format.hpp"
 #include "util/json.hpp"
@@ -24,16 +32,6 @@ namespace {
 
 using namespace std::chrono;
 namespace log = util::log;
-
-// "2026-03-29T03:00:00+02:00": a fire as the job's zone shows it.
-std::string local_text(const cron::Zone& zone, cron::Instant at) {
-    const seconds offset = zone.offset_at(at);
-    std::string text = cron::slot_text(cron::Instant{zone.local(at).time_since_epoch()});
-    text.pop_back(); // the 'Z'
-    const auto minutes = std::abs(offset.count()) / 60;
-    return text +
-           util::format("{}{:02}:{:02}", offset < 0s ? '-' : '+', minutes / 60, minutes % 60);
-}
 
 std::string settings_text(const cron::Settings& s) {
     std::string out;
@@ -69,7 +67,7 @@ std::string human_listing(const cron::Crontab& crontab, cron::Instant from, size
         bool first = true;
         for (cron::Instant at : next_fires(job, from, count)) {
             out += util::format("  {:<8}  {}  {}\n", first ? "next" : "", cron::slot_text(at),
-                                local_text(job.zone, at));
+                                cron::local_text(job.zone, at));
             first = false;
         }
     }
@@ -111,7 +109,7 @@ std::string json_listing(const std::string& file, const cron::Crontab& crontab, 
         for (cron::Instant at : next_fires(job, from, count))
             json.begin_object()
                 .field("utc", cron::slot_text(at))
-                .field("local", local_text(job.zone, at))
+                .field("local", cron::local_text(job.zone, at))
                 .end_object();
         json.end_array().end_object();
     }
@@ -200,7 +198,92 @@ void say_warnings(const std::string& file, const cron::Crontab& crontab) {
         log::note("{}:{}: warning: {}", file, w.line, w.message);
 }
 
+// The run of one slot tells its daemon how it goes (job/slot_run.hpp), on k_report_fd; a
+// daemon gone (EPIPE: SIGPIPE is blocked) changes nothing of the run.
+class SlotReporter final : public job::Observer {
+  public:
+    void acquired(const job::Acquired& what) override { m_fence = what.fence; }
+    void program_started(long /*pid*/) override {
+        m_started = job::Clock::now();
+        say(job::started_line(m_fence));
+    }
+    void ended(const job::RunResult& result, int status) {
+        job::SlotEnd end;
+        end.outcome = job::outcome_name(result.outcome);
+        end.status = m_started ? status : -1;
+        end.fence = m_started ? m_fence : 0;
+        if (m_started)
+            end.held_ms =
+                std::chrono::duration_cast<job::Millis>(job::Clock::now() - *m_started).count();
+        end.missed = result.slots_missed;
+        end.by = result.slot_by;
+        say(job::ended_line(end));
+    }
+
+  private:
+    static void say(const std::string& line) {
+        (void)!::write(job::k_report_fd, line.data(), line.size());
+    }
+    long long m_fence = 0;
+    std::optional<job::Clock::time_point> m_started;
+};
+
+std::string read_all(int fd) {
+    std::string out;
+    std::array<char, 4096> buffer{};
+    for (;;) {
+        const ssize_t n = ::read(fd, buffer.data(), buffer.size());
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0 || out.size() > (size_t{16} << 20))
+            return out;
+        out.append(buffer.data(), static_cast<size_t>(n));
+    }
+}
+
 } // namespace
+
+int cron_daemon_command(const CronDaemonOptions& options, const config::Config& config) {
+    cron::DaemonOptions daemon;
+    daemon.file = options.file;
+    daemon.json = options.json;
+    if (options.grace)
+        daemon.grace = *options.grace;
+    daemon.verbosity = options.verbosity;
+    return cron::run_daemon(daemon, config);
+}
+
+int cron_slot_command() {
+    auto slot = job::decode_slot_run(read_all(STDIN_FILENO));
+    if (!slot)
+        return report(slot.error());
+    // Dies with its daemon, as a run's PROGRAM dies with it: its watchdog then stops
+    // PROGRAM's tree and its will frees what it held.
+    if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != slot->daemon)
+        return util::exit_code::internal;
+    util::log::set_level(slot->verbosity == 0   ? util::log::Level::quiet
+                         : slot->verbosity == 2 ? util::log::Level::verbose
+                                                : util::log::Level::normal);
+    const int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (null >= 0) {
+        ::dup2(null, STDIN_FILENO); // PROGRAM reads nothing, as under cron
+        ::close(null);
+    }
+    if (!slot->dir.empty() && ::chdir(slot->dir.c_str()) != 0)
+        return report({util::ErrorKind::cannot_execute,
+                       util::format("cannot run '{}' in {}: {}", slot->run.name, slot->dir,
+                                    std::strerror(errno))});
+    slot->run.cron->report_fd = job::k_report_fd;
+    SlotReporter reporter;
+    StderrObserver stderr_observer(slot->run.name);
+    job::Observers observers;
+    observers.add(stderr_observer);
+    observers.add(reporter);
+    const auto result = job::run(slot->run, slot->config, observers);
+    const int status = exit_status(result, util::exit_code::conflict);
+    reporter.ended(result, status);
+    return status;
+}
 
 int cron_command(const CronOptions& options) {
     auto crontab = cron::read_crontab(options.file);

@@ -47,7 +47,7 @@ Commands:
   release   release a lock (--token) or remove it (--force)
   reap      release the locks this machine held under an earlier boot
   doctor    check that the servers are fit for locking
-  cron      check a crontab for the fleet's cron daemon (--check)
+  cron      run a crontab on every host, each slot once fleet-wide (--check: list it)
 
 Options:
   -c, --config FILE   the config file (default: $REDLOCK_CONFIG, else
@@ -257,22 +257,31 @@ Exit status: 0 every server is fit for locking; 1 a risk was found;
 )" COMMON_STATUS;
 
 constexpr std::string_view k_cron =
-    R"(Usage: redlock cron --check [-n N] [--from TIME] [--json] FILE
-Read the crontab FILE as the fleet's cron daemon will (see redlock-cron(5)) and
-list each job: its identity, zone, schedule, command, settings and next fire
-times, in UTC and in the job's zone. Warnings (a job without name=, MAILTO)
-go to stderr. The daemon itself, redlock cron FILE, is not in this version.
+    R"(Usage: redlock cron [--json] [--grace DURATION] FILE
+       redlock cron --check [-n N] [--from TIME] [--json] FILE
+Run the crontab FILE (see redlock-cron(5)) in the foreground: every host running
+the same file runs each slot of each job once, fleet-wide, the slot claimed on
+the servers' clock. Each job's output goes to stdout or stderr line by line with
+its name; one line per slot says who ran it, its fence and outcome. SIGHUP or a
+change of FILE reloads it (a file that does not read keeps the old schedule);
+SIGTERM or SIGINT drains: no new slot, running jobs get the grace, then stop.
+With --check, read FILE and list each job: its identity, zone, schedule,
+command, settings and next fire times, in UTC and in the job's zone; warnings
+(a job without name=, MAILTO) go to stderr.
 
 Options:
-      --check         check FILE and list its jobs (required for now)
+      --json          the daemon: each line a JSON object on stdout;
+                      --check: one JSON document (see redlock(1))
+      --grace DURATION
+                      how long a drain lets running jobs finish (default 20s)
+      --check         check FILE and list its jobs
   -n, --count N       the next N fire times of each job (default 3)
       --from TIME     the fire times after TIME, an ISO 8601 UTC time such as
                       2026-03-29T00:00:00Z (default: now)
-      --json          print one JSON document (see redlock(1))
   -h, --help          show this help
 )" GLOBAL_OPTIONS R"(
-Exit status: 0 FILE is valid; 64 usage; 70 internal error; 78 FILE is not
-valid (FILE:LINE:COL: names the line and the field).
+Exit status: 0 drained, or FILE is valid (--check); 64 usage; 70 internal error;
+78 FILE is not valid (FILE:LINE:COL: names the line and the field).
 )";
 
 #undef GLOBAL_OPTIONS

@@ -7,6 +7,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
+#include "cron/fire.hpp"
 #include "lock/history.hpp"
 #include "lock/keys.hpp"
 #include "lock/quorum.hpp"
@@ -42,6 +43,14 @@ std::string by_text(const lock::HistoryEntry& e) {
                         e.by_pid.value_or(0));
 }
 
+// A cron slot's instant, as REDLOCK_SLOT gave it ("-" when not one).
+std::string slot_text(std::optional<long long> slot_ms) {
+    if (!slot_ms)
+        return "-";
+    return cron::slot_text(
+        cron::Instant(std::chrono::floor<std::chrono::seconds>(Millis(*slot_ms))));
+}
+
 // The outcome in words for the table: "ran", "skipped: held by root@h (pid 4)", ...
 std::string outcome_text(const lock::HistoryEntry& e) {
     const auto by = by_text(e);
@@ -66,6 +75,12 @@ std::string outcome_text(const lock::HistoryEntry& e) {
         return by.empty() ? "reaped (an earlier boot)" : "reaped by " + by + " (an earlier boot)";
     if (e.outcome == "ran" && e.exit_status)
         return util::format("ran, exit {}", *e.exit_status);
+    if (e.outcome == "skipped-overlap")
+        return "skipped: an earlier slot's run still ran";
+    if (e.outcome == "missed")
+        return "missed: no host ran it in time";
+    if (e.outcome == "interrupted" && e.slot_ms)
+        return "interrupted: its daemon stopped";
     return e.outcome;
 }
 
@@ -108,15 +123,24 @@ std::string table(const std::vector<lock::HistoryEntry>& runs, bool bars) {
         from = from == 0 ? *e.started_ms : std::min(from, *e.started_ms);
         to = std::max(to, end);
     }
-    std::string out =
-        util::format("{}{:<24}  {:<16} {:>7}  {:<10} {:>7} {:>7} {:>6}  {}\n",
-                     bars ? util::format("{:<26}  ", "TIMELINE") : std::string(), "STARTED (UTC)",
-                     "HOST", "PID", "USER", "WAITED", "HELD", "FENCE", "OUTCOME / COMMAND");
+    // A cron job's entries name their slot: a column of its own.
+    const bool slots =
+        std::ranges::any_of(runs, [](const auto& e) { return e.slot_ms.has_value(); });
+    auto slot_column = [&](const lock::HistoryEntry* e) -> std::string {
+        if (!slots)
+            return {};
+        return util::format("{:<20}  ", e == nullptr ? "SLOT (UTC)" : slot_text(e->slot_ms));
+    };
+    std::string out = util::format("{}{}{:<24}  {:<16} {:>7}  {:<10} {:>7} {:>7} {:>6}  {}\n",
+                                   bars ? util::format("{:<26}  ", "TIMELINE") : std::string(),
+                                   slot_column(nullptr), "STARTED (UTC)", "HOST", "PID", "USER",
+                                   "WAITED", "HELD", "FENCE", "OUTCOME / COMMAND");
     for (const auto& e : runs) {
         out += util::format(
-            "{}{:<24}  {:<16} {:>7}  {:<10} {:>7} {:>7} {:>6}  {}: {}\n",
-            bars ? timeline(e, from, to, 24) + "  " : std::string(), iso(e.started_ms),
-            util::clip(util::printable(e.host), 16), e.pid, util::clip(util::printable(e.user), 10),
+            "{}{}{:<24}  {:<16} {:>7}  {:<10} {:>7} {:>7} {:>6}  {}: {}\n",
+            bars ? timeline(e, from, to, 24) + "  " : std::string(), slot_column(&e),
+            iso(e.started_ms), util::clip(util::printable(e.host), 16), e.pid,
+            util::clip(util::printable(e.user), 10),
             e.waited_ms != 0 ? duration_text(e.waited_ms) : "-",
             held(e) ? duration_text(e.held_ms) : "-", e.fence ? std::to_string(*e.fence) : "-",
             util::printable(outcome_text(e)), util::printable(e.command));
@@ -150,6 +174,8 @@ void write_history_run(util::JsonWriter& json, const lock::HistoryEntry& e) {
         json.null();
     if (e.note) // only a killed run's whose lock kept its ttl: why
         json.field("note", *e.note);
+    if (e.slot_ms) // a cron slot's
+        json.field("slot", slot_text(e.slot_ms));
     json.end_object();
 }
 

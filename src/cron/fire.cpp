@@ -1,5 +1,7 @@
 #include "cron/fire.hpp"
 
+#include <cstdlib>
+
 #include "util/format.hpp"
 
 namespace redlock::cron {
@@ -108,6 +110,15 @@ std::string slot_text(Instant at) {
     return util::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z", static_cast<int>(date.year()),
                         static_cast<unsigned>(date.month()), static_cast<unsigned>(date.day()),
                         time.hours().count(), time.minutes().count(), time.seconds().count());
+}
+
+std::string local_text(const Zone& zone, Instant at) {
+    const seconds offset = zone.offset_at(at);
+    std::string text = slot_text(Instant{zone.local(at).time_since_epoch()});
+    text.pop_back(); // the 'Z'
+    const auto minutes = std::abs(offset.count()) / 60;
+    return text +
+           util::format("{}{:02}:{:02}", offset < 0s ? '-' : '+', minutes / 60, minutes % 60);
 }
 
 } // namespace redlock::cron

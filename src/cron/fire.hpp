@@ -34,5 +34,7 @@ namespace redlock::cron {
 
 // A slot's instant as REDLOCK_SLOT gives it: ISO 8601 UTC, "2026-03-29T01:00:00Z".
 [[nodiscard]] std::string slot_text(Instant at);
+// The same instant as `zone` shows it, with its offset: "2026-03-29T03:00:00+02:00".
+[[nodiscard]] std::string local_text(const Zone& zone, Instant at);
 
 } // namespace redlock::cron

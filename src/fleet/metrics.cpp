@@ -88,7 +88,7 @@ static_assert([] {
 }());
 
 // The families of a name, in the order served.
-const std::array<Family, 11> k_families = {{
+const std::array<Family, 14> k_families = {{
     {"redlock_held", "gauge",
      "Whether the lock is held (1: by a majority of the servers) or not (0).",
      [](const Family& f, std::string& out, const std::string& name, const LockRecord& r,
@@ -198,6 +198,36 @@ const std::array<Family, 11> k_families = {{
          if (auto slot = slot_of(r)) {
              f.sample(out, name);
              value(out, overdue(slot, r.counters.last_success_ms, now) ? 1 : 0);
+         }
+     }},
+    // `redlock cron` jobs: a sample only for a name whose record holds a cron slot's.
+    {"redlock_cron_next_fire_timestamp_seconds", "gauge",
+     "When a redlock cron job fires next, as the claim of its latest slot saw it.",
+     [](const Family& f, std::string& out, const std::string& name, const LockRecord& r,
+        util::UtcMillis) {
+         if (const auto& cron = r.view.cron; cron && cron->next_ms) {
+             f.sample(out, name);
+             seconds_value(out, *cron->next_ms);
+         }
+     }},
+    {"redlock_cron_slot_timestamp_seconds", "gauge",
+     "The latest slot of a redlock cron job that a host ran or recorded missed.",
+     [](const Family& f, std::string& out, const std::string& name, const LockRecord& r,
+        util::UtcMillis) {
+         if (const auto& cron = r.view.cron) {
+             f.sample(out, name);
+             seconds_value(out, cron->slot_ms);
+         }
+     }},
+    {"redlock_cron_info", "gauge",
+     "A redlock cron job's schedule and zone, as its latest slot's claim saw them.",
+     [](const Family& f, std::string& out, const std::string& name, const LockRecord& r,
+        util::UtcMillis) {
+         if (const auto& cron = r.view.cron) {
+             f.sample(out, name, {},
+                      {",schedule=\"", monitor::escape_label_value(cron->schedule), "\",zone=\"",
+                       monitor::escape_label_value(cron->zone), "\""});
+             value(out, 1);
          }
      }},
 }};

@@ -13,8 +13,9 @@ namespace redlock::fleet {
 
 namespace {
 
-constexpr std::array<std::string_view, 8> k_columns = {
-    "Name", "State", "Holder", "Held for", "Waiting", "Last run", "Last success", "Slot"};
+constexpr std::array<std::string_view, 8> k_columns = {"Name",         "State",          "Holder",
+                                                       "Held for",     "Waiting",        "Last run",
+                                                       "Last success", "Slot / schedule"};
 
 std::string iso(long long ms) {
     return util::format_utc_timestamp(util::UtcMillis(std::chrono::milliseconds(ms)));
@@ -91,6 +92,11 @@ Summary summarize(const std::string& name, const LockRecord& r, util::UtcMillis 
     c[7] = s.slot_ms ? util::format_duration(std::chrono::milliseconds(*s.slot_ms)) +
                            (s.overdue ? " overdue" : "")
                      : "-";
+    if (const auto& cron = v.cron) // a `redlock cron` job: its schedule, and when it fires next
+        c[7] = util::printable(util::format(
+            "{} ({}), next {}", cron->schedule.empty() ? "?" : cron->schedule,
+            cron->zone.empty() ? "UTC" : cron->zone,
+            cron->next_ms ? iso(*cron->next_ms).substr(0, 19) + "Z" : std::string("never")));
     return s;
 }
 
@@ -274,6 +280,18 @@ std::string render_api(const Fleet& fleet, util::UtcMillis now) {
         else
             json.null();
         json.field("overdue", s.overdue);
+        json.key("cron");
+        if (const auto& cron = v.cron) {
+            json.begin_object()
+                .field("schedule", cron->schedule)
+                .field("zone", cron->zone)
+                .field("slot", iso(cron->slot_ms))
+                .field("state", cron->state);
+            time("next_fire_at", cron->next_ms);
+            json.end_object();
+        } else {
+            json.null();
+        }
         json.key("runs").begin_object();
         for (const auto& [outcome, n] : r.counters.runs)
             json.field(outcome, n);

@@ -151,6 +151,8 @@ LockRecord merge(const std::string& name, const std::string& key, std::vector<Pa
     view.wrong_type = merged.wrong_type;
     if (merged.last_run)
         view.slot_ms = merged.last_run->slot_ms;
+    if (merged.cron)
+        view.cron = std::make_shared<const lock::CronRecord>(std::move(*merged.cron));
     if (limit) {
         // A semaphore: held while a permit is, each permit a lock of its own held by the
         // token a majority of the servers has.
@@ -223,7 +225,7 @@ Counters parse_counters(const std::vector<std::pair<std::string, std::string>>& 
 
 bool LockRecord::gone() const {
     return view.state == lock::LockState::free && view.limit == 0 && waiters == 0 && queue == 0 &&
-           counters.empty() && !latest && !view.slot_ms;
+           counters.empty() && !latest && !view.slot_ms && !view.cron;
 }
 
 LockReader::LockReader(const config::Config& config)

@@ -68,6 +68,8 @@ struct LockSummary {
     size_t limit = 0;        // a --limit name's N (0: a plain lock)
     size_t permits_held = 0;
     std::optional<long long> slot_ms; // a --once-per name's slot, from its latest slot record
+    // A `redlock cron` job's latest slot, schedule and zone; on the heap: few names are jobs.
+    std::shared_ptr<const lock::CronRecord> cron;
 };
 
 // The newest run of a name's history as the views show it (lock::HistoryEntry without its

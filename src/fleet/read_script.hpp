@@ -10,12 +10,12 @@
 //   ARGV[2] the longest string returned (a foreign value is clipped, not a reply past the
 //   reader's bounds that would cost the whole pipeline).
 // Returns {TYPE of the lock key, its token (false unless a string), PTTL, metadata, fence,
-// --once-per record, waiters listed, --fair places, listeners of the release channel, the
-// counters, the newest history entry's field/value pairs, the --limit N (false: none), the
-// live permit holders' tokens}. Each hash (and the entry) comes as one string, its fields
-// and values joined by NULs (a NUL inside one is a "?"): a handful of elements per name, not
-// a hundred for the reader to allocate. The counters are the record's with its newest entry
-// added (k_run_counters), under the names fleet::parse_counters reads.
+// --once-per record and a cron job's slot record (lock/cron_scripts.hpp), waiters listed, --fair
+// places, listeners of the release channel, the counters, the newest history entry's field/value
+// pairs, the --limit N (false: none), the live permit holders' tokens}. Each hash (and the entry)
+// comes as one string, its fields and values joined by NULs (a NUL inside one is a "?"): a handful
+// of elements per name, not a hundred for the reader to allocate. The counters are the record's
+// with its newest entry added (k_run_counters), under the names fleet::parse_counters reads.
 
 #include <array>
 #include <string_view>
@@ -28,6 +28,7 @@ namespace redlock::fleet {
 
 inline constexpr auto k_read_text =
     lock::compose(lock::k_blob, lock::k_entry_fields, lock::k_slot_fields, lock::k_run_counters,
+                  lock::k_cron_fields,
                   lock::fragment(
                       R"lua(local cap = tonumber(ARGV[2])
 local function clip(v)
@@ -67,6 +68,7 @@ local numsub = redis.pcall("pubsub", "numsub", ARGV[1])
 if type(numsub) == "table" and not numsub.err then numsub = count(numsub[2]) else numsub = 0 end
 local names = {"f", "s", "s:2", "s:3", "s:4", "e", "e:2", "e:3", "e:4"}
 for _, n in ipairs(counter_names) do names[#names + 1] = n end
+for _, n in ipairs(cron_fields) do names[#names + 1] = n end
 local record = redis.pcall("hmget", KEYS[3], unpack(names))
 local fence, slot, counters, latest = false, "", "", ""
 if record.err then
@@ -77,10 +79,12 @@ else
   local e = unblob({record[6], record[7], record[8], record[9]})
   e = e and fields_of(entry_fields, e)
   local s = slot_record({record[2], record[3], record[4], record[5]}, e)
+  local kept = {}
   if s then
     s.token = s.run
-    slot = pack(pairs_of({"slot", "slot_ms", "token", "started_ms", "ended_ms", "status", "start_error", "host", "pid", "user", "command"}, s), 64)
+    kept = pairs_of({"slot", "slot_ms", "token", "started_ms", "ended_ms", "status", "start_error", "host", "pid", "user", "command"}, s)
   end
+  slot = pack(cron_pairs(record, 10 + #counter_names, kept, cap), 64)
   local c = {}
   for i, n in ipairs(counter_names) do c[n] = record[9 + i] or nil end
   if e then

@@ -3,7 +3,9 @@
 #include <csignal>
 
 #include "job/acquire.hpp"
+#include "job/cron_slot.hpp"
 #include "job/recorder.hpp"
+#include "lock/cron_slot.hpp"
 #include "lock/history.hpp"
 #include "redis/fanout.hpp"
 #include "util/error.hpp"
@@ -49,6 +51,8 @@ DeadRun release_dead_run(const WillContents& will, Observer& observer) {
     holder.user = body.user;
     holder.command = body.command;
     Recorder recorder(body.config, holder, body.run, body.started, body.once_per);
+    if (body.cron_slot_ms)
+        recorder.set_slot(*body.cron_slot_ms);
     if (state.acquired)
         recorder.acquired(*state.acquired);
     if (state.ended) // as the run's own entry says it
@@ -79,6 +83,9 @@ DeadRun release_dead_run(const WillContents& will, Observer& observer) {
     const auto record = recorder.ended(out.result.outcome, status, state.fence);
     if (body.once_per)
         lock.finish_slot(body.run, status.value_or(k_killed_status), *body.once_per);
+    if (body.cron_slot_ms) // killed: an at-least-once slot is run again elsewhere
+        lock::finish_cron_slot(lock, *body.cron_slot_ms, slot_state(out.result.outcome),
+                               std::to_string(status.value_or(k_killed_status)));
     // --min-hold: held at least that long from acquiring, as the run itself would.
     const bool ours =
         out.result.outcome != Outcome::lost && out.result.outcome != Outcome::force_released;

@@ -35,13 +35,18 @@ enum class Outcome {
     stopped,        // PROGRAM stopped by redlock for another reason, such as the watchdog gone (70)
     failed,         // an error before PROGRAM ran: servers, config, exec (its kind's status)
     killed,         // redlock itself was killed (or crashed): told by its releaser (dead_run.hpp)
+    // A cron slot (job/cron_slot.hpp) not run: an earlier slot's run still ran, or no host
+    // could run it within its catch-up window. Recorded once, fleet-wide.
+    skipped_overlap,
+    missed,
 };
 [[nodiscard]] const char* outcome_name(Outcome outcome);
 // Every outcome, in the order above (metrics list each one, 0 until it happens).
 inline constexpr Outcome k_outcomes[] = {
     Outcome::ran,          Outcome::lost,         Outcome::force_released, Outcome::max_hold,
     Outcome::skipped_held, Outcome::skipped_slot, Outcome::gave_up,        Outcome::interrupted,
-    Outcome::stopped,      Outcome::failed,       Outcome::killed};
+    Outcome::stopped,      Outcome::failed,       Outcome::killed,         Outcome::skipped_overlap,
+    Outcome::missed};
 
 // While waiting: who holds the lock, as far as the servers said.
 struct Waiting {

@@ -1,5 +1,7 @@
 #include "job/recorder.hpp"
 
+#include "lock/cron_slot.hpp"
+
 namespace redlock::job {
 
 Recorder::Recorder(const config::Config& config, const lock::Holder& holder, std::string run,
@@ -39,18 +41,28 @@ std::optional<lock::HistoryRecord> Recorder::ended(Outcome outcome, std::optiona
     return record;
 }
 
-lock::HistoryRecord Recorder::base() const {
+lock::HistoryRecord Recorder::slot_entry(std::string_view name, long long slot_ms,
+                                         Outcome outcome) const {
+    auto record = base(lock::slot_entry_id(name, slot_ms, outcome_name(outcome)), slot_ms);
+    record.add("outcome", outcome_name(outcome));
+    return record;
+}
+
+lock::HistoryRecord Recorder::base(std::string_view run, std::optional<long long> slot_ms) const {
     lock::HistoryRecord record;
     record.keep = m_config.history;
     record.max_age = m_config.history_max_age;
+    record.keep_until_ms = m_keep_until_ms;
     record.fields.reserve(160 + m_holder.command.size());
-    record.add("run", m_run);
+    record.add("run", run);
     record.add("host", m_holder.host);
     record.add("pid", std::to_string(m_holder.pid));
     record.add("user", m_holder.user);
     record.add("command", m_holder.command);
     if (m_once_per) // the counters keep the slot, for the overdue alert
         record.add("slot_ms", std::to_string(m_once_per->count()));
+    if (slot_ms)
+        record.add("slot", std::to_string(*slot_ms));
     return record;
 }
 

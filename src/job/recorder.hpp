@@ -35,6 +35,12 @@ class Recorder {
     // outcome and the time waited); null for a run that waits as long as it takes.
     [[nodiscard]] const lock::HistoryRecord* skip(bool can_give_up);
     void acquired(Clock::time_point at) { m_acquired = at; }
+    // A cron slot's run: its entries name the slot (ms since the epoch), and keep the
+    // name's record until `keep_until_ms` at least (the slot's record's need).
+    void set_slot(long long slot_ms, std::optional<long long> keep_until_ms = std::nullopt) {
+        m_slot_ms = slot_ms;
+        m_keep_until_ms = keep_until_ms;
+    }
     // The run ended at `at` (PROGRAM's tree gone), before its entry is made: the entry says
     // so, not when it was made or sent (else: then).
     void finished(Clock::time_point at) { m_finished = at; }
@@ -45,13 +51,23 @@ class Recorder {
     ended(Outcome outcome, std::optional<int> status, long long fence,
           const std::optional<lock::Holder>& by = std::nullopt, std::string_view note = {}) const;
 
+    // The entry of a cron slot that no run made (missed, skipped-overlap), recorded by this
+    // run: under an id that is the same wherever it is written (lock::slot_entry_id), so
+    // that it is kept once.
+    [[nodiscard]] lock::HistoryRecord slot_entry(std::string_view name, long long slot_ms,
+                                                 Outcome outcome) const;
+
   private:
-    [[nodiscard]] lock::HistoryRecord base() const;
+    [[nodiscard]] lock::HistoryRecord base(std::string_view run,
+                                           std::optional<long long> slot_ms) const;
+    [[nodiscard]] lock::HistoryRecord base() const { return base(m_run, m_slot_ms); }
 
     const config::Config& m_config;
     const lock::Holder& m_holder;
     std::string m_run;
     std::optional<Millis> m_once_per;
+    std::optional<long long> m_slot_ms;
+    std::optional<long long> m_keep_until_ms;
     Clock::time_point m_started;
     std::optional<Clock::time_point> m_acquired;
     std::optional<Clock::time_point> m_finished;

@@ -8,6 +8,7 @@
 #include "job/recorder.hpp"
 #include "job/supervise.hpp"
 #include "job/will.hpp"
+#include "lock/cron_slot.hpp"
 #include "lock/holder.hpp"
 #include "lock/inspect.hpp"
 #include "lock/lock.hpp"
@@ -48,6 +49,10 @@ const char* outcome_name(Outcome outcome) {
         return "failed";
     case Outcome::killed:
         return "killed";
+    case Outcome::skipped_overlap:
+        return "skipped-overlap";
+    case Outcome::missed:
+        return "missed";
     }
     return "failed";
 }
@@ -137,6 +142,59 @@ void give_back_slot(lock::Lock& lock, const RunSpec& options, const config::Conf
     if (options.once_per)
         lock.finish_slot(recorder.run(), util::exit_status(why.kind), *options.once_per,
                          util::redact_secrets(why.message, known_secrets(config)));
+    if (options.cron)
+        lock::finish_cron_slot(lock, options.cron->instant_ms, slot_state(Outcome::failed),
+                               util::redact_secrets(why.message, known_secrets(config)));
+}
+
+// What keeps the name's record (lock::Lock::keep_record, besides the history's age): a
+// --once-per run's slot, and a cron run's slot record, which must outlive the slot's
+// catch-up window (CronSlot::keep) whatever the age: two "slots" of half what is left of it.
+std::optional<Millis> record_slot(const RunSpec& options) {
+    if (!options.cron)
+        return options.once_per;
+    const auto wall =
+        std::chrono::duration_cast<Millis>(std::chrono::system_clock::now().time_since_epoch());
+    const Millis left(options.cron->instant_ms + options.cron->keep.count() - wall.count());
+    return std::max(options.once_per.value_or(Millis(0)), (left + Millis(1)) / 2);
+}
+
+// A cron slot taken, and the slots before it that it found missed; or how the run ended
+// without it, the entries it had to record written (missed, skipped-overlap).
+struct SlotStart {
+    std::optional<RunResult> result;
+    std::vector<long long> missed;
+};
+
+SlotStart take_slot_for(lock::Lock& lock, const RunSpec& options, const lock::Holder& holder,
+                        const Recorder& recorder, process::SignalEvents& signals) {
+    auto taken = take_slot(lock, options.name, *options.cron, holder.host, signals);
+    auto record = [&](std::span<const long long> slots, Outcome outcome) {
+        std::vector<lock::HistoryRecord> entries;
+        for (long long slot : slots)
+            entries.push_back(recorder.slot_entry(options.name, slot, outcome));
+        lock::record_slot_entries(lock, entries);
+    };
+    using How = SlotTaken::How;
+    switch (taken.how) {
+    case How::claimed:
+        return {std::nullopt, std::move(taken.missed_ms)};
+    case How::decided:
+        return {RunResult{.outcome = Outcome::skipped_slot, .slot_by = taken.by_host}, {}};
+    case How::skipped_overlap: {
+        const long long slot = options.cron->instant_ms;
+        record({&slot, 1}, Outcome::skipped_overlap);
+        return {RunResult{.outcome = Outcome::skipped_overlap}, {}};
+    }
+    case How::missed:
+        record(taken.missed_ms, Outcome::missed);
+        return {RunResult{.outcome = Outcome::missed, .slots_missed = taken.missed_ms.size()}, {}};
+    case How::interrupted:
+        return {RunResult{.outcome = Outcome::interrupted, .signal = taken.signal}, {}};
+    case How::failed:
+        break;
+    }
+    return {failed(taken.error.value_or(util::Error{util::ErrorKind::internal, "no slot"})), {}};
 }
 
 } // namespace
@@ -167,6 +225,8 @@ WillBody will_body(const RunSpec& options, const config::Config& config, const l
     body.limit = lock.limit();
     body.waiter = lock.waiter();
     body.once_per = options.once_per;
+    if (options.cron)
+        body.cron_slot_ms = options.cron->instant_ms;
     body.min_hold = options.min_hold;
     body.run = run;
     body.host = holder.host;
@@ -195,12 +255,18 @@ RunResult run(const RunSpec& options, const config::Config& config, Observer& ob
     const auto nest_secret = util::random_token();
     holder.nest = lock::nest_digest(nest_secret);
     const auto token = util::random_token();
-    auto lock =
-        make_lock(config, options.name, token, options.ttl, lock::holder_fields(holder, token));
+    auto fields = lock::holder_fields(holder, token);
+    if (options.cron) // what a holder runs for, for the runs of the same job that find it
+        fields.insert(fields.end(), {"cron_slot", std::to_string(options.cron->instant_ms)});
+    auto lock = make_lock(config, options.name, token, options.ttl, std::move(fields));
     if (options.limit > 1)
         lock.set_limit(options.limit);
-    lock.keep_record(config.history_max_age, options.once_per);
-    Recorder recorder(config, holder, Recorder::run_id(token), Clock::now(), options.once_per);
+    lock.keep_record(config.history_max_age, record_slot(options));
+    const auto recorder_started = Clock::now();
+    Recorder recorder(config, holder, Recorder::run_id(token), recorder_started, options.once_per);
+    if (options.cron)
+        recorder.set_slot(options.cron->instant_ms,
+                          options.cron->instant_ms + options.cron->keep.count());
 
     // The watchdog first, before the first attempt: from then on, whenever redlock dies,
     // it kills PROGRAM's tree (in its cgroup where one can be made) and then frees what
@@ -215,24 +281,36 @@ RunResult run(const RunSpec& options, const config::Config& config, Observer& ob
         return failed({watchdog.error().kind,
                        util::format("cannot start the watchdog: {}; PROGRAM not started",
                                     watchdog.error().message)});
-    auto policy = options.wait;
-    policy.history_keep = config.history;
-    policy.history_max_age = config.history_max_age;
-    auto acquired = acquire(lock, options.name, policy, *signals, observer,
-                            recorder.skip(options.wait.wait.has_value()));
-    if (!acquired || acquired->outcome != Acquisition::Outcome::acquired)
-        watchdog->disarm(); // nothing is left on the servers
-    if (!acquired)
-        return failed(acquired.error());
-    switch (acquired->outcome) {
-    case Acquisition::Outcome::acquired:
-        break;
-    case Acquisition::Outcome::held:
-        return RunResult{.outcome = Outcome::skipped_held};
-    case Acquisition::Outcome::gave_up:
-        return RunResult{.outcome = Outcome::gave_up};
-    case Acquisition::Outcome::interrupted:
-        return RunResult{.outcome = Outcome::interrupted, .signal = acquired->signal};
+    std::vector<long long> missed; // cron: slots to record missed with the run's end
+    if (options.cron) {
+        auto taken = take_slot_for(lock, options, holder, recorder, *signals);
+        if (taken.result) {
+            watchdog->disarm(); // nothing is left on the servers
+            return *taken.result;
+        }
+        missed = std::move(taken.missed);
+        observer.acquired(Acquired{options.name, lock.fence(), lock.permit(), lock.limit(), 1,
+                                   Clock::now() - recorder_started, 0, lock.last_round()});
+    } else {
+        auto policy = options.wait;
+        policy.history_keep = config.history;
+        policy.history_max_age = config.history_max_age;
+        auto acquired = acquire(lock, options.name, policy, *signals, observer,
+                                recorder.skip(options.wait.wait.has_value()));
+        if (!acquired || acquired->outcome != Acquisition::Outcome::acquired)
+            watchdog->disarm(); // nothing is left on the servers
+        if (!acquired)
+            return failed(acquired.error());
+        switch (acquired->outcome) {
+        case Acquisition::Outcome::acquired:
+            break;
+        case Acquisition::Outcome::held:
+            return RunResult{.outcome = Outcome::skipped_held};
+        case Acquisition::Outcome::gave_up:
+            return RunResult{.outcome = Outcome::gave_up};
+        case Acquisition::Outcome::interrupted:
+            return RunResult{.outcome = Outcome::interrupted, .signal = acquired->signal};
+        }
     }
     const auto acquired_at = Clock::now();
     recorder.acquired(acquired_at);
@@ -314,6 +392,13 @@ RunResult run(const RunSpec& options, const config::Config& config, Observer& ob
         result.outcome = Outcome::stopped;
         break;
     }
+    // A cron slot's PROGRAM that failed once its daemon passed a signal on (a drain) was
+    // interrupted: an at-least-once slot is run again elsewhere.
+    if (options.cron && supervised.end == Supervised::End::exited && supervised.forwarded != 0 &&
+        result.program_status != 0) {
+        result.outcome = Outcome::interrupted;
+        result.signal = supervised.forwarded;
+    }
     // The run's end, as its entry says it however late a server gets it.
     const auto ended_at = Clock::now();
     recorder.finished(ended_at);
@@ -321,6 +406,14 @@ RunResult run(const RunSpec& options, const config::Config& config, Observer& ob
         will->ended(result.outcome, slot_status(result), ended_at);
     if (options.once_per) // the slot's record says how the run ended; kept a slot at least
         lock.finish_slot(recorder.run(), slot_status(result), *options.once_per);
+    if (options.cron) { // and so does a cron slot's, with the slots it found missed
+        std::vector<lock::HistoryRecord> entries;
+        for (long long slot : missed)
+            entries.push_back(recorder.slot_entry(options.name, slot, Outcome::missed));
+        lock::finish_cron_slot(lock, options.cron->instant_ms, slot_state(result.outcome),
+                               std::to_string(slot_status(result)), entries);
+        result.slots_missed = missed.size();
+    }
     // --min-hold: held at least D from acquiring. What is left of D becomes the lease
     // (compare-and-pexpire, as a renewal) instead of a release; it then simply expires.
     // Not after a lost lease (the lock is not ours), nor for the last few milliseconds.

@@ -13,6 +13,7 @@
 
 #include "config/config.hpp"
 #include "job/acquire.hpp"
+#include "job/cron_slot.hpp"
 #include "job/events.hpp"
 #include "util/error.hpp"
 
@@ -30,6 +31,8 @@ struct RunSpec {
     // --once-per: at most one run of NAME per slot of this length, on the servers' clock.
     std::optional<Millis> once_per;
     size_t limit = 1; // --limit: holders at once (a semaphore above 1)
+    // A `redlock cron` slot (job/cron_slot.hpp): taken in place of a plain acquisition.
+    std::optional<CronSlot> cron;
     // Where the run's end is reported if redlock dies (its will, job/will.hpp): the
     // metrics file and the --events FILE, absolute paths (empty: none).
     std::string metrics_file;
@@ -41,6 +44,10 @@ struct RunResult {
     int program_status = 0;             // ran, lost, max_hold, stopped: PROGRAM's (or 128+N)
     int signal = 0;                     // interrupted: the signal
     std::optional<util::Error> error{}; // failed: why
+    // A cron slot's run: who ran the slot instead (skipped_slot, when known), and the
+    // slots before it that it recorded missed.
+    std::string slot_by{};
+    size_t slots_missed = 0;
 };
 
 [[nodiscard]] RunResult run(const RunSpec& spec, const config::Config& config, Observer& observer);

@@ -101,12 +101,12 @@ class Supervisor {
         m_child.reclaim_terminal();
         m_observer.program_exited(*m_program_status);
         if (m_lost)
-            return {Supervised::End::lost, *m_program_status, m_forced_by};
+            return {Supervised::End::lost, *m_program_status, m_forced_by, m_forwarded};
         if (m_stopped_without_watchdog)
-            return {Supervised::End::stopped, *m_program_status};
+            return {Supervised::End::stopped, *m_program_status, {}, m_forwarded};
         if (m_timed_out)
-            return {Supervised::End::max_hold, *m_program_status};
-        return {Supervised::End::exited, *m_program_status};
+            return {Supervised::End::max_hold, *m_program_status, {}, m_forwarded};
+        return {Supervised::End::exited, *m_program_status, {}, m_forwarded};
     }
 
   private:
@@ -402,6 +402,7 @@ class Supervisor {
                     m_child.signal_group(SIGCONT);
             } else if (process::is_forwarded(sig)) {
                 log::verbose("forwarding signal {} to PROGRAM", sig);
+                m_forwarded = sig;
                 if (m_program_status)
                     m_child.signal_tree(sig);
                 else
@@ -437,6 +438,7 @@ class Supervisor {
     bool m_renewal_failing = false;
 
     std::optional<int> m_program_status; // wait status once PROGRAM has ended
+    int m_forwarded = 0;                 // the last signal passed on to PROGRAM
     bool m_children_remain = true;
     bool m_lost = false;
     bool m_killed = false;

@@ -70,6 +70,9 @@ struct Supervised {
     int wait_status = 0;
     // lost: who released the lock by force, when the notice said.
     std::optional<lock::Holder> forced_by{};
+    // The last signal passed on to PROGRAM (0: none): a cron slot stopped by its daemon
+    // ends as interrupted.
+    int forwarded = 0;
 };
 
 // Supervises the running `child` under `lock`'s lease until its whole tree is gone. The

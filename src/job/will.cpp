@@ -6,6 +6,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include "job/wire.hpp"
 #include "process/watchdog.hpp"
 #include "util/format.hpp"
 #include "util/log.hpp"
@@ -36,153 +37,20 @@ struct RawState {
 static_assert(sizeof(RawState) <= static_cast<size_t>(process::k_tree_report_offset));
 static_assert(process::k_tree_report_offset + sizeof(process::TreeReport) <= k_body_offset);
 
-// Values end to end: integers as 8 bytes (this machine's order: the reader is the same
-// binary), strings with their length first.
-class Writer {
-  public:
-    void put(long long v) { m_out.append(reinterpret_cast<const char*>(&v), sizeof v); }
-    void put(std::string_view s) {
-        put(static_cast<long long>(s.size()));
-        m_out.append(s);
-    }
-    void put_maybe(const std::optional<std::string>& s) {
-        put_flag(s.has_value());
-        put(std::string_view(s ? *s : std::string()));
-    }
-    void put_flag(bool b) { put(static_cast<long long>(b)); }
-    void put(Millis d) { put(static_cast<long long>(d.count())); }
-    [[nodiscard]] const std::string& bytes() const { return m_out; }
-
-  private:
-    std::string m_out;
-};
-
-class Reader {
-  public:
-    explicit Reader(std::string_view in) : m_in(in) {}
-    long long integer() {
-        long long v = 0;
-        if (m_in.size() < sizeof v) {
-            m_ok = false;
-            return 0;
-        }
-        std::memcpy(&v, m_in.data(), sizeof v);
-        m_in.remove_prefix(sizeof v);
-        return v;
-    }
-    std::string text() {
-        const long long n = integer();
-        if (n < 0 || static_cast<size_t>(n) > m_in.size()) {
-            m_ok = false;
-            return {};
-        }
-        std::string out(m_in.substr(0, static_cast<size_t>(n)));
-        m_in.remove_prefix(static_cast<size_t>(n));
-        return out;
-    }
-    std::optional<std::string> maybe_text() {
-        const bool has = integer() != 0;
-        auto value = text();
-        return has ? std::optional(std::move(value)) : std::nullopt;
-    }
-    bool flag() { return integer() != 0; }
-    Millis millis() { return Millis(integer()); }
-    [[nodiscard]] bool ok() const { return m_ok && m_in.empty(); }
-
-  private:
-    std::string_view m_in;
-    bool m_ok = true;
-};
-
-void put_tls(Writer& w, const config::TlsConfig& tls) {
-    w.put(tls.ca_file);
-    w.put(tls.cert_file);
-    w.put(tls.key_file);
-    w.put(tls.server_name);
-    w.put_flag(tls.verify);
-}
-
-config::TlsConfig get_tls(Reader& r) {
-    config::TlsConfig tls;
-    tls.ca_file = r.text();
-    tls.cert_file = r.text();
-    tls.key_file = r.text();
-    tls.server_name = r.text();
-    tls.verify = r.flag();
-    return tls;
-}
-
-void put_server(Writer& w, const config::ServerConfig& s) {
-    const auto& u = s.url;
-    w.put(u.host);
-    w.put(static_cast<long long>(u.port));
-    w.put(u.socket_path);
-    w.put(static_cast<long long>(u.db));
-    w.put_maybe(u.username);
-    w.put_maybe(u.password);
-    w.put_flag(u.tls);
-    w.put(static_cast<long long>(u.sentinels.size()));
-    for (const auto& e : u.sentinels) {
-        w.put(e.host);
-        w.put(static_cast<long long>(e.port));
-    }
-    w.put(u.master_name);
-    w.put(s.connect_timeout);
-    w.put(s.command_timeout);
-    w.put(s.where);
-    put_tls(w, s.tls);
-    w.put(static_cast<long long>(s.replicas));
-    w.put_maybe(s.sentinel_username);
-    w.put_maybe(s.sentinel_password);
-}
-
-config::ServerConfig get_server(Reader& r) {
-    config::ServerConfig s;
-    auto& u = s.url;
-    u.host = r.text();
-    u.port = static_cast<int>(r.integer());
-    u.socket_path = r.text();
-    u.db = static_cast<int>(r.integer());
-    u.username = r.maybe_text();
-    u.password = r.maybe_text();
-    u.tls = r.flag();
-    const long long sentinels = r.integer();
-    for (long long i = 0; i < sentinels && i < 1000; ++i) {
-        config::Endpoint e;
-        e.host = r.text();
-        e.port = static_cast<int>(r.integer());
-        u.sentinels.push_back(std::move(e));
-    }
-    u.master_name = r.text();
-    s.connect_timeout = r.millis();
-    s.command_timeout = r.millis();
-    s.where = r.text();
-    s.tls = get_tls(r);
-    s.replicas = static_cast<int>(r.integer());
-    s.sentinel_username = r.maybe_text();
-    s.sentinel_password = r.maybe_text();
-    return s;
-}
-
 long long boot_ns(Clock::time_point t) {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
 }
 
 std::string encode_body(const WillBody& b) {
-    Writer w;
-    const auto& c = b.config;
-    w.put(c.key_prefix);
-    w.put(static_cast<long long>(c.history));
-    w.put(c.history_max_age);
-    w.put(static_cast<long long>(c.servers.size()));
-    for (const auto& s : c.servers)
-        put_server(w, s);
+    WireWriter w;
+    w.put_config(b.config);
     w.put(b.name);
     w.put(b.ttl);
     w.put(static_cast<long long>(b.limit));
     w.put(b.waiter);
     w.put(b.once_per.value_or(Millis(0)));
     w.put(b.min_hold.value_or(Millis(0)));
+    w.put(b.cron_slot_ms.value_or(-1));
     w.put(b.run);
     w.put(b.host);
     w.put(static_cast<long long>(b.pid));
@@ -197,17 +65,10 @@ std::string encode_body(const WillBody& b) {
 }
 
 std::optional<WillBody> decode_body(std::string_view bytes) {
-    Reader r(bytes);
+    WireReader r(bytes);
     WillBody b;
-    auto& c = b.config;
-    c.key_prefix = r.text();
-    c.history = static_cast<size_t>(r.integer());
-    c.history_max_age = r.millis();
-    const long long servers = r.integer();
-    if (servers < 1 || servers > 1000)
+    if (!r.config(b.config))
         return std::nullopt;
-    for (long long i = 0; i < servers; ++i)
-        c.servers.push_back(get_server(r));
     b.name = r.text();
     b.ttl = r.millis();
     b.limit = static_cast<size_t>(r.integer());
@@ -216,6 +77,8 @@ std::optional<WillBody> decode_body(std::string_view bytes) {
         b.once_per = d;
     if (auto d = r.millis(); d.count() > 0)
         b.min_hold = d;
+    if (auto slot = r.integer(); slot >= 0)
+        b.cron_slot_ms = slot;
     b.run = r.text();
     b.host = r.text();
     b.pid = static_cast<long>(r.integer());
@@ -370,7 +233,7 @@ util::Expected<WillContents> read_will(int fd) {
     st.fence = raw.fence;
     if (raw.acquired_ns >= 0)
         st.acquired = Clock::time_point(std::chrono::nanoseconds(raw.acquired_ns));
-    if (raw.outcome >= 0 && raw.outcome <= static_cast<std::int32_t>(Outcome::killed))
+    if (raw.outcome >= 0 && raw.outcome <= static_cast<std::int32_t>(Outcome::missed))
         st.outcome = static_cast<Outcome>(raw.outcome);
     if (raw.status >= 0)
         st.status = raw.status;

@@ -45,6 +45,7 @@ struct WillBody {
     std::string waiter; // its id on the wait list and the --fair queue
     std::optional<Millis> once_per;
     std::optional<Millis> min_hold;
+    std::optional<long long> cron_slot_ms; // a cron slot's run: its slot (job/cron_slot.hpp)
     // Its history entry: the run's id, and who ran what.
     std::string run;
     std::string host;

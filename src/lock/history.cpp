@@ -63,6 +63,8 @@ parse_history_entry(const std::vector<std::pair<std::string, std::string>>& fiel
             e.by_user = value;
         } else if (name == "note") {
             e.note = value;
+        } else if (name == "slot") {
+            e.slot_ms = util::plausible_ms(number(value));
         }
     }
     if (!has_run || e.outcome.empty())
@@ -100,6 +102,10 @@ std::string history_command(const Keys& keys, const std::string& token,
                                        held,
                                        record.fields,
                                        ended};
+    const std::string keep_until =
+        record.keep_until_ms ? std::to_string(*record.keep_until_ms) : std::string();
+    if (record.keep_until_ms)
+        argv.push_back(keep_until);
     return redis::encode_command(argv);
 }
 

@@ -34,6 +34,9 @@ struct HistoryRecord {
     // it (sent as this host's wall-clock time, bounded by the server's TIME); nullopt: when
     // it arrives.
     std::optional<redis::Clock::time_point> ended;
+    // A `redlock cron` slot's run: the record is kept until then at least (ms since the
+    // Unix epoch; lock/cron_scripts.hpp), however short the history's age.
+    std::optional<long long> keep_until_ms;
     // Field/value pairs: run, host, pid, user, command, outcome, and as they apply status,
     // fence, by_host, by_pid, by_user, note; each one ended by a NUL, as the history script takes
     // them (one argument for all: this goes with every release).
@@ -65,6 +68,8 @@ struct HistoryEntry {
     std::optional<std::string> by_user;
     // Said of a run whose lock kept its TTL when it was killed: why.
     std::optional<std::string> note;
+    // A `redlock cron` slot's entry: the slot's instant (Unix ms).
+    std::optional<long long> slot_ms;
 };
 
 struct HistoryRead {

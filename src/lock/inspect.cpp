@@ -60,6 +60,35 @@ std::optional<LastRun> parse_last_run(std::map<std::string, std::string> fields)
     return run;
 }
 
+} // namespace
+
+std::optional<CronRecord> parse_cron_record(const std::map<std::string, std::string>& fields) {
+    auto slot = util::plausible_ms(number_field(fields, "c"));
+    if (!slot)
+        return std::nullopt;
+    CronRecord r;
+    r.slot_ms = *slot;
+    auto text = [&](const char* name) {
+        auto it = fields.find(name);
+        return it == fields.end() ? std::string() : it->second;
+    };
+    r.state = text("cs");
+    r.next_ms = util::plausible_ms(number_field(fields, "cn"));
+    if (r.next_ms && *r.next_ms == 0)
+        r.next_ms.reset();
+    r.schedule = text("cw");
+    r.zone = text("cz");
+    r.skipped_ms = util::plausible_ms(number_field(fields, "ck"));
+    r.started_ms = util::plausible_ms(number_field(fields, "cb"));
+    r.ended_ms = util::plausible_ms(number_field(fields, "ce"));
+    if (auto status = number_field(fields, "cx"); status && *status >= 0 && *status <= 255)
+        r.status = static_cast<int>(*status);
+    r.host = text("ch");
+    return r;
+}
+
+namespace {
+
 // Fills reachability and error from a connection's outcome; returns the reply if usable.
 const redisReply* read_outcome(const redis::Connection& conn, ServerView& view) {
     view.server = conn.name();
@@ -150,6 +179,7 @@ void read_server_view(std::optional<std::string> token, long long pttl,
     sv.reachable = true;
     if (fence)
         sv.fence = std::strtoll(std::string(*fence).c_str(), nullptr, 10);
+    sv.cron = parse_cron_record(slot);
     sv.last_run = parse_last_run(std::move(slot));
     if (!token)
         return;
@@ -182,6 +212,10 @@ LockView merge_servers(std::string name, std::string key, std::vector<ServerView
             view.fence = std::max(view.fence.value_or(0), *sv.fence);
         if (sv.last_run && (!view.last_run || tells_more(*sv.last_run, *view.last_run)))
             view.last_run = sv.last_run;
+        if (sv.cron &&
+            (!view.cron || sv.cron->slot_ms > view.cron->slot_ms ||
+             (sv.cron->slot_ms == view.cron->slot_ms && sv.cron->ended_ms && !view.cron->ended_ms)))
+            view.cron = sv.cron;
         if (sv.token)
             ttls_by_token[*sv.token].push_back(sv.ttl_ms);
         else

@@ -32,6 +32,26 @@ struct LastRun {
     std::optional<std::string> start_error;
 };
 
+// The record of a `redlock cron` job's slots (lock/cron_scripts.hpp), on one server's clock
+// (Unix ms): its latest slot decided, and the job's schedule as the claim of it saw it.
+struct CronRecord {
+    long long slot_ms = 0;
+    std::string state;                // running, done, lost, killed, interrupted, missed...
+    std::optional<long long> next_ms; // the job's next fire after that slot
+    std::string schedule;
+    std::string zone;
+    std::optional<long long> skipped_ms; // the latest slot skipped by an overlap
+    std::optional<long long> started_ms; // its run's start and end
+    std::optional<long long> ended_ms;
+    std::optional<int> status;
+    std::string host; // who ran it
+};
+
+// The cron fields of a name's record (c, cs, ...: lock/cron_scripts.hpp) as the read scripts
+// return them; nullopt when it has none (or not believable ones).
+[[nodiscard]] std::optional<CronRecord>
+parse_cron_record(const std::map<std::string, std::string>& fields);
+
 // Whether server record `a` tells more of the last run than `b`: a later slot; in one slot
 // the run that started later (a run that could not start gave the slot back); of one run,
 // the record that saw it end (the end is written with the release, which returns once a
@@ -54,6 +74,7 @@ struct ServerView {
     // lock of redlock's or of any SET NX client, yet it keeps the name from being taken.
     bool wrong_type = false;
     std::optional<LastRun> last_run;
+    std::optional<CronRecord> cron;
 };
 
 enum class LockState { free, held, unknown };
@@ -75,6 +96,9 @@ struct LockView {
     bool wrong_type = false; // held because a majority have a key of the wrong type
     // The latest --once-per run recorded on any server (the largest slot).
     std::optional<LastRun> last_run;
+    // A cron job's: the latest slot any server recorded (of one slot, the record that saw
+    // its run end).
+    std::optional<CronRecord> cron;
     // The newest run in the name's history (lock/history.hpp), when it was read.
     std::optional<HistoryEntry> latest_run;
     // A semaphore (--limit N): N, and each permit read as a lock of its own (state: held

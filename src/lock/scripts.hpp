@@ -507,7 +507,7 @@ end
 // map)`: the other way ("" for those it has not); `pairs_of(names, map, clip)`: its
 // field/value pairs in the order of `names`, each value clipped to `clip` bytes if given.
 inline constexpr auto k_entry_fields = fragment(
-    R"lua(local entry_fields = {"run", "started_ms", "waited_ms", "held_ms", "outcome", "status", "fence", "slot_ms", "host", "pid", "user", "command", "by_host", "by_pid", "by_user", "note"}
+    R"lua(local entry_fields = {"run", "started_ms", "waited_ms", "held_ms", "outcome", "status", "fence", "slot_ms", "host", "pid", "user", "command", "by_host", "by_pid", "by_user", "note", "slot"}
 local function fields_of(names, values)
   local m = {}
   for i, f in ipairs(names) do
@@ -554,10 +554,29 @@ local function slot_record(parts, e)
 end
 )lua");
 
+// A `redlock cron` job's slot record, fields of the name's record (lock/cron_scripts.hpp has
+// them): `cron_fields`; `cron_pairs(values, at, out, clip)` appends to `out` the field/value
+// pairs of those of `values` (an HMGET's reply, `cron_fields` from index `at`) that are
+// there, each clipped to `clip` bytes.
+inline constexpr auto k_cron_fields = fragment(
+    R"lua(local cron_fields = {"c", "cs", "ch", "cb", "ce", "cx", "ck", "cn", "cw", "cz"}
+local function cron_pairs(values, at, out, clip)
+  for i, f in ipairs(cron_fields) do
+    local v = values[at + i - 1]
+    if v and v ~= "" then
+      out[#out + 1] = f
+      out[#out + 1] = string.sub(v, 1, clip)
+    end
+  end
+  return out
+end
+)lua");
+
 // The counters of a name (fleet/read.hpp's, in the record's short names): runs by outcome
-// ("r:<outcome>"); for a run that ran PROGRAM (any outcome but a skip, giving up, an
-// interruption, a failure to start, the operator's force-release entry, or a reaped one: how
-// long that run held is not known) a duration bucket ("d<seconds>", the first bound at or
+// ("r:<outcome>"); for a run that ran PROGRAM (any outcome but a skip (of a held lock, a
+// slot, or a cron overlap), a missed cron slot, giving up, an interruption, a failure to
+// start, the operator's force-release entry, or a reaped one: how long that run held is not
+// known) a duration bucket ("d<seconds>", the first bound at or
 // above the time held, fleet::k_duration_buckets; else "d+") +1, the time held added to
 // "ds", and when it ended ("lr"); "ls" when one that ran exited 0; "sl" the --once-per slot.
 // Outcomes not in `counter_outcomes` (a newer version's) are not counted. `add_run(c, e,
@@ -566,8 +585,8 @@ end
 // frozen) leaves a later one in place (unless that one is past `now`, the server's TIME if
 // given: no run ended then).
 inline constexpr auto k_run_counters = fragment(
-    R"lua(local counter_outcomes = {"ran", "lost", "force-released", "max-hold", "skipped-held", "skipped-slot", "gave-up", "interrupted", "stopped", "failed", "killed", "force-release", "reaped"}
-local idle = {["skipped-held"] = 1, ["skipped-slot"] = 1, ["gave-up"] = 1, ["interrupted"] = 1, ["failed"] = 1, ["force-release"] = 1, ["reaped"] = 1}
+    R"lua(local counter_outcomes = {"ran", "lost", "force-released", "max-hold", "skipped-held", "skipped-slot", "gave-up", "interrupted", "stopped", "failed", "killed", "force-release", "reaped", "skipped-overlap", "missed"}
+local idle = {["skipped-held"] = 1, ["skipped-slot"] = 1, ["gave-up"] = 1, ["interrupted"] = 1, ["failed"] = 1, ["force-release"] = 1, ["reaped"] = 1, ["skipped-overlap"] = 1, ["missed"] = 1}
 local bounds = {1, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 14400, 43200, 86400}
 local counter_names, known = {"ds", "lr", "ls", "sl", "d+"}, {}
 for _, o in ipairs(counter_outcomes) do
@@ -612,7 +631,7 @@ end
 // have any number of fields of any size, and is read as far as it can be, never into a reply
 // too large to read. The --once-per record's the same way, its run's id as "token".
 inline constexpr auto k_inspect_text =
-    compose(k_blob, k_entry_fields, k_slot_fields,
+    compose(k_blob, k_entry_fields, k_slot_fields, k_cron_fields,
             fragment(R"lua(local function fields(key, names)
   local values = redis.call("hmget", key, unpack(names))
   local out = {}
@@ -628,7 +647,10 @@ end
 local token = redis.call("get", KEYS[1])
 local fence, last = false, {}
 local names = {ARGV[1]}
-if ARGV[2] then names = {ARGV[1], "s", "s:2", "s:3", "s:4", "e", "e:2", "e:3", "e:4"} end
+if ARGV[2] then
+  names = {ARGV[1], "s", "s:2", "s:3", "s:4", "e", "e:2", "e:3", "e:4"}
+  for _, f in ipairs(cron_fields) do names[#names + 1] = f end
+end
 local record = redis.pcall("hmget", KEYS[3], unpack(names))
 if record.err then
   fence = redis.pcall("get", KEYS[3])
@@ -641,6 +663,7 @@ else
     s.token = s.run
     last = pairs_of({"slot", "slot_ms", "token", "started_ms", "ended_ms", "status", "start_error", "host", "pid", "user", "command"}, s, 4096)
   end
+  if ARGV[2] then cron_pairs(record, 10, last, 4096) end
 end
 if not token then return {false, -2, {}, fence, last} end
 return {token, redis.call("pttl", KEYS[1]), fields(KEYS[2], {"token", "host", "pid", "user", "command", "acquired_at", "ttl_ms", "process", "pidns", "nest", "machine", "boot", "fence"}), fence, last})lua",
@@ -855,7 +878,9 @@ inline constexpr Script k_fair_leave_script = script(k_fair_leave_text);
 // how many entries are kept (1 at least: with history = 0 nothing is sent), ARGV[4] for how
 // long (ms), ARGV[5] the ms the run waited, ARGV[6] the ms it held the lock, ARGV[7] the
 // entry's field/value pairs, each ended by a NUL (one argument: cheaper to send than
-// twenty), ARGV[8] when the run ended (below). The entry gets `started_ms`, when the run
+// twenty), ARGV[8] when the run ended (below), ARGV[9] (a `redlock cron` run's) until when
+// the record is kept at least (ms since the epoch: its slot's record, lock/cron_scripts.hpp;
+// never sooner than it would expire anyway). The entry gets `started_ms`, when the run
 // started, and for a skip the holder that refused it (`by_host`, `by_pid`, `by_user`), from
 // its metadata.
 //
@@ -888,9 +913,9 @@ inline constexpr Script k_fair_leave_script = script(k_fair_leave_text);
 // run's two entries, no other run can finish on a majority (the run's release was waiting
 // for one), only a few --limit holders' and the operator's. Refusals ("skip") are sent once,
 // and not looked at. Returns 1 when recorded, 0 when not.
-inline constexpr auto k_history_text =
-    compose(k_keep_record, k_blob, k_entry_fields, k_slot_fields, k_run_counters,
-            fragment(R"lua(local holder = false
+inline constexpr auto k_history_text = compose(
+    k_keep_record, k_blob, k_entry_fields, k_slot_fields, k_run_counters,
+    fragment(R"lua(local holder = false
 if ARGV[1] == "skip" then
   local kind = redis.call("type", KEYS[2]).ok
   if kind == "none" then return 0 end
@@ -902,9 +927,9 @@ if ARGV[1] == "skip" then
   end
 end
 )lua",
-                     {.calls = {"type", "get", "zscore"}}),
-            k_server_now,
-            fragment(R"lua(local keep, age = tonumber(ARGV[3]), tonumber(ARGV[4])
+             {.calls = {"type", "get", "zscore"}}),
+    k_server_now,
+    fragment(R"lua(local keep, age = tonumber(ARGV[3]), tonumber(ARGV[4])
 if keep < 1 then return 0 end
 local ended = tonumber(ARGV[8] or "")
 if not ended or ended < 0 or ended > now then ended = now end
@@ -990,9 +1015,14 @@ blob(set, "e", values_of(entry_fields, e), last and last - first >= 24, had(newe
 redis.call("hset", KEYS[1], unpack(set))
 if #del > 0 then redis.call("hdel", KEYS[1], unpack(del)) end
 if fresh or not e.outcome or idle[e.outcome] or tonumber(ARGV[6]) >= age / 16 then keep_record(KEYS[1], age, e.slot_ms) end
+local keep_until = tonumber(ARGV[9])
+if keep_until then
+  local ttl = redis.call("pttl", KEYS[1])
+  if ttl >= 0 and now + ttl < keep_until then redis.call("pexpireat", KEYS[1], keep_until) end
+end
 redis.pcall("publish", "{" .. KEYS[2] .. "}:events", "run")
 return 1)lua",
-                     {.calls = {"hmget", "hset", "hdel"}, .pcalls = {"publish"}}));
+             {.calls = {"hmget", "hset", "hdel", "pttl", "pexpireat"}, .pcalls = {"publish"}}));
 inline constexpr Script k_history_script = script(k_history_text);
 
 // One page of a name's history, newest first (KEYS[1] the record; ARGV[1] the number of the

@@ -119,8 +119,6 @@ monthly-report  (line 6)
     def test_usage_errors_are_64(self):
         path = self.write_file("crontab", "* * * * * x\n")
         for args, message in [
-            (["cron", path], "redlock: cron: the daemon is not in this version yet; 'redlock cron "
-                             "--check FILE' checks a crontab\n"),
             (["cron", "--check"], "redlock: cron --check: a crontab FILE is required\n"),
             (["cron", "--check", "-n", "0", path], "redlock: invalid -n '0': expected 1 to 1000\n"),
             (["cron", "--check", "--from", "yesterday", path],

@@ -12,6 +12,7 @@ process on the machine), so the checkers can tell exactly who was alive when.
     tests/faults/faults.py --unsafe           only the known-unsafe cases
     FAULTS_SECONDS=600 tests/faults/faults.py --servers 5    soak
     tests/faults/faults.py --servers 3 --seed 1234           replay a schedule
+    tests/faults/faults.py --cron             the cron daemon (cron_faults.py)
 
 Exit status 0 when no checker found a violation, 1 otherwise (the history slice that
 proves it and the seed are printed). See README.md next to this file.
@@ -1683,12 +1684,26 @@ def main():
     ap.add_argument("--json", help="also write the figures to this file")
     ap.add_argument("--nemesis", help="only these fault kinds, comma-separated: "
                     + ", ".join(k for k, _ in Nemesis.KINDS))
+    ap.add_argument("--cron", action="store_true",
+                    help="the cron daemon instead: three daemons, 50+ jobs (cron_faults.py)")
     opts = ap.parse_args()
     seconds = opts.seconds
     if seconds is None:
         seconds = float(os.environ.get("FAULTS_SECONDS", "45" if SLACK <= 1 else "25"))
     seed = opts.seed if opts.seed is not None else int(
         os.environ.get("FAULTS_SEED", random.randrange(1 << 30)))
+    if opts.cron:
+        import cron_faults
+        t = time.monotonic()
+        seconds = opts.seconds or float(os.environ.get("FAULTS_SECONDS",
+                                                       "50" if SLACK <= 1 else "30"))
+        figures, ok = cron_faults.run(seconds, seed)
+        if opts.json:
+            with open(opts.json, "w") as f:
+                json.dump([figures], f, indent=1)
+        print(f"faults: {'passed' if ok else 'FAILED'} in {time.monotonic() - t:.0f}s "
+              f"(seed {seed})", flush=True)
+        return 0 if ok else 1
     counts = opts.servers or []
     run_unsafe = opts.unsafe or not opts.servers
     if not counts and not opts.unsafe:

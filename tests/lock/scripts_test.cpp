@@ -10,6 +10,7 @@
 
 #include "fleet/read.hpp"
 #include "fleet/read_script.hpp"
+#include "lock/cron_scripts.hpp"
 #include "lock/scripts.hpp"
 #include "support/redis_server.hpp"
 
@@ -29,7 +30,7 @@ std::string load(const RedisServer& server, const Script& script) {
     return server.command({"SCRIPT", "LOAD", std::string(script.source)});
 }
 
-const std::array<std::pair<std::string_view, const Script*>, 15> k_every_script{{
+const std::array<std::pair<std::string_view, const Script*>, 18> k_every_script{{
     {"acquire", &k_acquire_script},
     {"fence", &k_fence_script},
     {"renew", &k_renew_script},
@@ -45,6 +46,9 @@ const std::array<std::pair<std::string_view, const Script*>, 15> k_every_script{
     {"history", &redlock::lock::k_history_script},
     {"history page", &redlock::lock::k_history_page_script},
     {"fleet read", &redlock::fleet::k_read_script},
+    {"cron claim", &redlock::lock::k_cron_claim_script},
+    {"cron yield", &redlock::lock::k_cron_yield_script},
+    {"cron finish", &redlock::lock::k_cron_finish_script},
 }};
 
 // The commands `source` calls with redis.<how> ("call" or "pcall"). Every such call must

@@ -26,6 +26,8 @@ EXPECTED = [
     "usr/share/doc/redlock/examples/crontab",
     "usr/share/doc/redlock/examples/redlock-exporter.service",
     "usr/share/doc/redlock/examples/redlock-reap.service",
+    "usr/share/doc/redlock/examples/redlock-cron.service",
+    "usr/share/doc/redlock/examples/redlock-cron-deployment.yaml",
     "usr/share/doc/redlock/examples/redlock-alerts.yml",
     "usr/share/doc/redlock/examples/redlock-alerts.test.yml",
 ]

@@ -26,6 +26,8 @@ EXPECTED = [
     "share/doc/redlock/examples/crontab",
     "share/doc/redlock/examples/redlock-exporter.service",
     "share/doc/redlock/examples/redlock-reap.service",
+    "share/doc/redlock/examples/redlock-cron.service",
+    "share/doc/redlock/examples/redlock-cron-deployment.yaml",
     "share/doc/redlock/examples/redlock-alerts.yml",
     "share/doc/redlock/examples/redlock-alerts.test.yml",
 ]
