@@ -47,7 +47,7 @@ Commands:
   release   release a lock (--token) or remove it (--force)
   reap      release the locks this machine held under an earlier boot
   doctor    check that the servers are fit for locking
-  cron      run a crontab on every host, each slot once fleet-wide (--check: list it)
+  cron      run a crontab on every host, each slot once over the fleet
 
 Options:
   -c, --config FILE   the config file (default: $REDLOCK_CONFIG, else
