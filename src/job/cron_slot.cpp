@@ -6,6 +6,7 @@
 #include "job/cron_slot.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <poll.h>
 #include <unistd.h>
 
@@ -30,6 +31,12 @@ constexpr Millis k_look_again{20};
 // How long past its window a run goes on trying to decide a slot (servers that do not
 // answer, votes that split) before it gives up.
 constexpr Millis k_give_up_after{30000};
+// Between attempts that too few servers answered: from the first pause, doubled up to the
+// last (a server restarting, a loaded machine: seconds, not minutes).
+constexpr Millis k_unavailable_first{100};
+constexpr Millis k_unavailable_most{2000};
+// How many of a run's unanswered claims it remembers as its own (lock/cron_slot.hpp).
+constexpr size_t k_unsure_kept = 8;
 // At least once: how long after a slot's instant its claim lets an earlier slot whose run
 // died go first (the runs that lost that slot wait for its release, and claim it again
 // within milliseconds of the death), so that a later slot does not supersede its rerun.
@@ -89,7 +96,7 @@ lock::CronOverlap overlap_action(SlotOverlap overlap) {
     return lock::CronOverlap::look;
 }
 
-SlotTaken failed(util::Error error) {
+SlotTaken slot_failed(util::Error error) {
     return SlotTaken{.how = SlotTaken::How::failed, .error = std::move(error)};
 }
 
@@ -123,26 +130,57 @@ SlotTaken take_slot(lock::Lock& lock, const std::string& name, const CronSlot& s
     args.schedule = slot.schedule;
     args.zone = slot.zone;
     args.host = host;
-    const long long give_up_at = args.claim_until_ms + k_give_up_after.count();
+    // Past its window, or once the job's next slot is due: that slot's run takes over (its
+    // claim records this one missed if nobody decided it), so that servers out of reach
+    // leave one run trying per job, not one per slot.
+    long long give_up_at = args.claim_until_ms + k_give_up_after.count();
+    if (slot.next_ms > slot.instant_ms)
+        give_up_at = std::min(give_up_at, std::max(slot.next_ms, slot.instant_ms + 1000));
     Observer quiet;
+    // The servers' clock less ours, as their last answer had it: the slot is given up by
+    // theirs (a host whose clock runs ahead waits for its slot's instant on the servers).
+    long long skew = 0;
+    auto servers_ms = [&] { return wall_ms() + skew; };
     bool told = false; // the daemon, of the servers' clock
     auto tell_clock = [&](std::optional<long long> server_ms) {
-        if (told || !server_ms || slot.report_fd < 0)
+        if (!server_ms)
+            return;
+        skew = *server_ms - wall_ms();
+        if (told || slot.report_fd < 0)
             return;
         told = true;
-        const std::string line = util::format("clock {}\n", *server_ms - wall_ms());
+        const std::string line = util::format("clock {}\n", skew);
         (void)!::write(slot.report_fd, line.data(), line.size());
     };
     WaitPolicy once;
     once.wait = 0ms;
     const WaitPolicy until_released;
     bool held = false; // by us: a wait for the release acquired it
+    // Too few servers answered (the last error, the pause before the next attempt): the
+    // slot is tried again until `give_up_at`, a server restarting or a host overloaded
+    // being no reason to lose it.
+    std::optional<util::Error> unavailable;
+    Millis unavailable_pause = k_unavailable_first;
+    auto try_again = [&](util::Error error) -> std::optional<SlotTaken> {
+        if (error.kind != util::ErrorKind::unavailable || servers_ms() > give_up_at)
+            return slot_failed(std::move(error));
+        log::verbose("{}; trying again in {}", error.message,
+                     util::format_duration(unavailable_pause));
+        unavailable = std::move(error);
+        return std::nullopt;
+    };
 
     for (;;) {
         if (!held) {
             auto attempt = acquire(lock, name, once, signals, quiet);
-            if (!attempt)
-                return failed(attempt.error());
+            if (!attempt) {
+                if (auto out = try_again(attempt.error()))
+                    return std::move(*out);
+                if (int sig = sleep_for(signals, jittered(unavailable_pause)))
+                    return {.how = SlotTaken::How::interrupted, .signal = sig};
+                unavailable_pause = std::min(unavailable_pause * 2, k_unavailable_most);
+                continue;
+            }
             if (attempt->outcome == Acquisition::Outcome::interrupted)
                 return {.how = SlotTaken::How::interrupted, .signal = attempt->signal};
             held = attempt->outcome == Acquisition::Outcome::acquired;
@@ -157,6 +195,11 @@ SlotTaken take_slot(lock::Lock& lock, const std::string& name, const CronSlot& s
                 return {.how = SlotTaken::How::claimed,
                         .again = claim.again,
                         .missed_ms = undecided(slot, claim.last_ms, claim.skipped_ms, false)};
+            // Where a server did not answer, the claim may have landed: ours, whatever the
+            // token of the next attempt.
+            if (args.unsure_tokens.size() == k_unsure_kept)
+                args.unsure_tokens.erase(args.unsure_tokens.begin());
+            args.unsure_tokens.push_back(lock.token());
             (void)lock.release();
             if (claim.verdict == V::done)
                 return {.how = SlotTaken::How::decided, .by_host = claim.by_host};
@@ -182,7 +225,7 @@ SlotTaken take_slot(lock::Lock& lock, const std::string& name, const CronSlot& s
                 // For the release itself: the run that holds it ends, or dies.
                 auto waited = acquire(lock, name, until_released, signals, quiet);
                 if (!waited)
-                    return failed(waited.error());
+                    return slot_failed(waited.error());
                 if (waited->outcome == Acquisition::Outcome::interrupted)
                     return {.how = SlotTaken::How::interrupted, .signal = waited->signal};
                 held = waited->outcome == Acquisition::Outcome::acquired;
@@ -204,19 +247,26 @@ SlotTaken take_slot(lock::Lock& lock, const std::string& name, const CronSlot& s
                 pause = look.early + 1ms;
                 break;
             case V::failed:
-                return failed({util::ErrorKind::unavailable,
-                               util::format("cannot decide this slot of '{}': too few servers "
-                                            "answered",
-                                            name)});
+                if (auto out = try_again({util::ErrorKind::unavailable,
+                                          util::format("cannot decide this slot of '{}': too "
+                                                       "few servers answered",
+                                                       name)}))
+                    return std::move(*out);
+                pause = jittered(unavailable_pause);
+                unavailable_pause = std::min(unavailable_pause * 2, k_unavailable_most);
+                break;
             case V::retry:
                 break;
             }
         }
-        if (wall_ms() > give_up_at)
-            return failed({util::ErrorKind::unavailable,
-                           util::format("gave up on this slot of '{}': it could not be decided "
-                                        "within its window",
-                                        name)});
+        if (servers_ms() > give_up_at)
+            return slot_failed(unavailable
+                                   ? std::move(*unavailable)
+                                   : util::Error{util::ErrorKind::unavailable,
+                                                 util::format("gave up on this slot of '{}': "
+                                                              "it could not be decided within "
+                                                              "its window",
+                                                              name)});
         if (int sig = sleep_for(signals, pause))
             return {.how = SlotTaken::How::interrupted, .signal = sig};
     }

@@ -57,8 +57,11 @@ local function dead(st) return st == "running" or st == "lost" or st == "killed"
 // ARGV[3] the last instant a fresh claim may be made, ARGV[4] "1" for an at-least-once job,
 // ARGV[5] the record's expiry, ARGV[6] the next fire, ARGV[7] the schedule, ARGV[8] its
 // zone, ARGV[9] until when an at-least-once job's earlier slot whose run died goes first,
-// ARGV[10] the run's host). The holder's metadata gets "cron_claimed": its run is under
-// way (k_cron_yield_script). Every reply ends with this server's TIME (ms). Replies:
+// ARGV[10] the run's host, ARGV[11] the tokens of this run's earlier claims of the slot whose
+// answers it did not get, comma-separated: a claim that landed with one of them is this
+// run's, which never started PROGRAM, and is taken over by the new token). The holder's
+// metadata gets "cron_claimed": its run is under way (k_cron_yield_script). Every reply
+// ends with this server's TIME (ms). Replies:
 //   0                      the lock does not hold our token here
 //   {3, ms}                the slot's instant is that far ahead on this server's clock
 //   {1, last, skipped}     claimed (the record's slots before, -1 for none)
@@ -84,7 +87,12 @@ local function gone()
 end
 if last and last > slot then return decided() end
 if last == slot then
-  if claimer == ARGV[1] and state == "running" then return {1, -1, -1, "", "", now} end
+  if state == "running" and (claimer == ARGV[1] or
+      (claimer ~= "" and string.find("," .. (ARGV[11] or "") .. ",", "," .. claimer .. ",", 1, true))) then
+    redis.call("hset", RECORD, "ct", ARGV[1])
+    redis.call("hset", KEYS[2], "cron_claimed", slot)
+    return {1, -1, -1, "", "", now}
+  end
   local again = state == "unstarted" or (ARGV[4] == "1" and dead(state) and gone())
   if not again then return decided() end
   code = 2

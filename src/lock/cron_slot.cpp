@@ -151,7 +151,9 @@ CronClaim claim_cron_slot(Lock& lock, const CronSlotArgs& args) {
     argv.insert(argv.end(),
                 {std::to_string(args.claim_until_ms), args.at_least_once ? "1" : "0",
                  std::to_string(args.keep_until_ms), std::to_string(args.next_ms), args.schedule,
-                 args.zone, std::to_string(args.defer_until_ms), args.host});
+                 args.zone, std::to_string(args.defer_until_ms), args.host, ""});
+    for (const auto& token : args.unsure_tokens)
+        argv.back() += (argv.back().empty() ? "" : ",") + token;
     send(lock.connections(), k_cron_claim_script, k, argv);
     const size_t total = lock.connections().size();
     const size_t majority = majority_of(total);

@@ -33,6 +33,9 @@ struct CronSlotArgs {
     std::string schedule; // the job's schedule and zone, for the exporter
     std::string zone;
     std::string host; // the run's host, for the record (who ran the slot)
+    // The tokens of this run's earlier claims whose answers did not reach it (a majority
+    // may have them): such a claim is this run's own, which has not started PROGRAM.
+    std::vector<std::string> unsure_tokens;
 };
 
 struct CronClaim {

@@ -460,6 +460,31 @@ class TestPerJob(CronTest):
             self.assertEqual(len(runs), 1, runs)
 
 
+class TestServersAway(CronTest):
+    def test_a_slot_its_servers_did_not_answer_at_its_instant_runs_once_they_do(self):
+        # The server frozen from just before a slot's instant until 1.5 s after it: that
+        # slot's run tries again (not "failed (exit 69)") and runs it, once.
+        tab = self.crontab(self.job("*/4 * * * * *", "patient"))
+        d = self.daemon(tab)
+        wait_until(lambda: self.slots("patient"), 30, message="a first run", proc=None)
+        now = time.time()
+        instant = (int(now) // 4 + 1) * 4
+        if instant - now < 1.0:
+            instant += 4
+        time.sleep(instant - now - 0.5)
+        self.server.freeze()
+        time.sleep(2.0)
+        self.server.thaw()
+        slot = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(instant))
+        wait_until(lambda: slot in self.slots("patient"), 30, proc=None,
+                   message=f"the run of {slot}; stderr: {d.stderr[-1500:]}")
+        d.signal(signal.SIGTERM)
+        self.assertEqual(d.wait(), 0, d.stderr)
+        self.assertEqual(len(self.slots("patient")[slot]), 1)
+        self.assertNotIn(f"patient {slot}: failed", d.stderr)
+        self.assertRegex(d.stderr, rf"patient {slot}: ran on host-a \(fence \d+, exit 0, ")
+
+
 class TestClocks(CronTest):
     def test_a_host_whose_clock_runs_ahead_waits_for_the_servers(self):
         if not shutil.which("faketime"):

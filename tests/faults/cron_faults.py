@@ -91,7 +91,8 @@ class Daemon:
         self.out = open(os.path.join(work, f"{host}.out"), "ab")
 
     def start(self):
-        words = [REDLOCK_BIN] + [a for s in self.servers for a in ("-s", s.url())] + [
+        verbose = ["-v"] if os.environ.get("CRON_FAULTS_VERBOSE") else []
+        words = [REDLOCK_BIN] + [a for s in self.servers for a in ("-s", s.url())] + verbose + [
             "cron", "--grace", "2s", self.tab]
         if can_unshare():
             words = ["unshare", "--uts", "sh", "-c", 'hostname "$0" && exec "$@"',

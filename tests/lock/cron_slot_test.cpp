@@ -28,12 +28,13 @@ std::string head(const std::string& reply, size_t n) {
 }
 
 std::string claim(const RedisServer& server, const std::string& token, long long slot,
-                  long long until, bool at_least_once = false, long long defer_until = 0) {
+                  long long until, bool at_least_once = false, long long defer_until = 0,
+                  const std::string& unsure = "") {
     return server.command({"EVAL", std::string(redlock::lock::k_cron_claim_script.source), "4",
                            "lock:j", "{lock:j}:meta", "{lock:j}:fence", "lock:j", token,
                            std::to_string(slot), std::to_string(until), at_least_once ? "1" : "0",
                            std::to_string(until + 3600000), std::to_string(slot + 60000),
-                           "* * * * *", "UTC", std::to_string(defer_until), "h-" + token});
+                           "* * * * *", "UTC", std::to_string(defer_until), "h-" + token, unsure});
 }
 
 std::string look(const RedisServer& server, long long slot, const std::string& what,
@@ -260,4 +261,25 @@ TEST_CASE("a cron run's history entry names its slot, and keeps the record as th
     REQUIRE(record_entry(server, {"run", "r3", "outcome", "missed", "slot", "1700000120000"}) ==
             "1");
     CHECK(std::stoll(server.command({"PTTL", "{lock:j}:fence"})) <= 63750);
+}
+
+TEST_CASE("a run's own claim whose answer it lost is taken over by its next token") {
+    RedisServer server;
+    const long long now = server_ms(server) / 1000 * 1000;
+    const long long slot = now - 1000;
+    // The claim by t1 landed, its answer lost: the run tries again as t3 (t2 unanswered too).
+    hold(server, "t1", slot);
+    REQUIRE(head(claim(server, "t1", slot, now + 60000), 3) == "[1, -1, -1]");
+    hold(server, "t3", slot);
+    // Another run's claim is not taken over: a token that merely contains t1 is not t1.
+    CHECK(claim(server, "t3", slot, now + 60000, false, 0, "xt1,t10").starts_with("[-1, "));
+    CHECK(field(server, "ct") == "t1");
+    CHECK(head(claim(server, "t3", slot, now + 60000, false, 0, "t2,t1"), 3) == "[1, -1, -1]");
+    CHECK(field(server, "ct") == "t3");
+    CHECK(server.command({"HGET", "{lock:j}:meta", "cron_claimed"}) == std::to_string(slot));
+    // Its end is recorded by the token that ran it.
+    CHECK(finish(server, "t3", slot, "done") == "1");
+    // Once ended, the slot is decided even for a token the run once had.
+    hold(server, "t4", slot);
+    CHECK(claim(server, "t4", slot, now + 60000, false, 0, "t3").starts_with("[-1, "));
 }
