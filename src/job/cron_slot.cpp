@@ -102,6 +102,14 @@ SlotTaken slot_failed(util::Error error) {
 
 } // namespace
 
+std::optional<Millis> record_slot(std::optional<Millis> once_per,
+                                  std::optional<long long> keep_until_ms) {
+    if (!keep_until_ms)
+        return once_per;
+    const Millis left(*keep_until_ms - wall_ms());
+    return std::max(once_per.value_or(Millis(0)), (left + Millis(1)) / 2);
+}
+
 std::string_view slot_state(Outcome outcome) {
     switch (outcome) {
     case Outcome::lost:

@@ -73,6 +73,13 @@ struct SlotTaken {
 [[nodiscard]] SlotTaken take_slot(lock::Lock& lock, const std::string& name, const CronSlot& slot,
                                   const std::string& host, process::SignalEvents& signals);
 
+// How long what a cron run writes keeps the name's record (lock::Lock::keep_record's
+// `slot`, besides the history's age): past `keep_until_ms` (the slot's record's need: its
+// catch-up window and next fire), as two "slots" of half what is left of it, and at least
+// two --once-per slots of `once_per`.
+[[nodiscard]] std::optional<Millis> record_slot(std::optional<Millis> once_per,
+                                                std::optional<long long> keep_until_ms);
+
 // The state a slot's record keeps for a run that ended so (lock/cron_scripts.hpp): an
 // at-least-once slot whose run was lost, killed or interrupted is run again elsewhere;
 // one that could not be started is open to any run.

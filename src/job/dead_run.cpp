@@ -33,7 +33,9 @@ DeadRun release_dead_run(const WillContents& will, Observer& observer) {
     const auto& body = will.body;
     const auto& state = will.state;
     auto lock = make_lock(body.config, body.name, state.token, body.ttl);
-    lock.keep_record(body.config.history_max_age, body.once_per);
+    // As the run kept it: a cron slot's record outlives the history's age when it must.
+    lock.keep_record(body.config.history_max_age,
+                     record_slot(body.once_per, body.cron_keep_until_ms));
     if (body.limit > 1) {
         lock.set_limit(body.limit);
         if (state.permit > 0)
@@ -52,7 +54,7 @@ DeadRun release_dead_run(const WillContents& will, Observer& observer) {
     holder.command = body.command;
     Recorder recorder(body.config, holder, body.run, body.started, body.once_per);
     if (body.cron_slot_ms)
-        recorder.set_slot(*body.cron_slot_ms);
+        recorder.set_slot(*body.cron_slot_ms, body.cron_keep_until_ms);
     if (state.acquired)
         recorder.acquired(*state.acquired);
     if (state.ended) // as the run's own entry says it

@@ -147,16 +147,11 @@ void give_back_slot(lock::Lock& lock, const RunSpec& options, const config::Conf
                                util::redact_secrets(why.message, known_secrets(config)));
 }
 
-// What keeps the name's record (lock::Lock::keep_record, besides the history's age): a
-// --once-per run's slot, and a cron run's slot record, which must outlive the slot's
-// catch-up window (CronSlot::keep) whatever the age: two "slots" of half what is left of it.
-std::optional<Millis> record_slot(const RunSpec& options) {
+// The end of what a cron run's slot record needs (CronSlot::keep), ms since the epoch.
+std::optional<long long> slot_keep_until(const RunSpec& options) {
     if (!options.cron)
-        return options.once_per;
-    const auto wall =
-        std::chrono::duration_cast<Millis>(std::chrono::system_clock::now().time_since_epoch());
-    const Millis left(options.cron->instant_ms + options.cron->keep.count() - wall.count());
-    return std::max(options.once_per.value_or(Millis(0)), (left + Millis(1)) / 2);
+        return std::nullopt;
+    return options.cron->instant_ms + options.cron->keep.count();
 }
 
 // A cron slot taken, and the slots before it that it found missed; or how the run ended
@@ -227,6 +222,7 @@ WillBody will_body(const RunSpec& options, const config::Config& config, const l
     body.once_per = options.once_per;
     if (options.cron)
         body.cron_slot_ms = options.cron->instant_ms;
+    body.cron_keep_until_ms = slot_keep_until(options);
     body.min_hold = options.min_hold;
     body.run = run;
     body.host = holder.host;
@@ -261,12 +257,12 @@ RunResult run(const RunSpec& options, const config::Config& config, Observer& ob
     auto lock = make_lock(config, options.name, token, options.ttl, std::move(fields));
     if (options.limit > 1)
         lock.set_limit(options.limit);
-    lock.keep_record(config.history_max_age, record_slot(options));
+    lock.keep_record(config.history_max_age,
+                     record_slot(options.once_per, slot_keep_until(options)));
     const auto recorder_started = Clock::now();
     Recorder recorder(config, holder, Recorder::run_id(token), recorder_started, options.once_per);
     if (options.cron)
-        recorder.set_slot(options.cron->instant_ms,
-                          options.cron->instant_ms + options.cron->keep.count());
+        recorder.set_slot(options.cron->instant_ms, slot_keep_until(options));
 
     // The watchdog first, before the first attempt: from then on, whenever redlock dies,
     // it kills PROGRAM's tree (in its cgroup where one can be made) and then frees what

@@ -51,6 +51,7 @@ std::string encode_body(const WillBody& b) {
     w.put(b.once_per.value_or(Millis(0)));
     w.put(b.min_hold.value_or(Millis(0)));
     w.put(b.cron_slot_ms.value_or(-1));
+    w.put(b.cron_keep_until_ms.value_or(-1));
     w.put(b.run);
     w.put(b.host);
     w.put(static_cast<long long>(b.pid));
@@ -79,6 +80,8 @@ std::optional<WillBody> decode_body(std::string_view bytes) {
         b.min_hold = d;
     if (auto slot = r.integer(); slot >= 0)
         b.cron_slot_ms = slot;
+    if (auto until = r.integer(); until >= 0)
+        b.cron_keep_until_ms = until;
     b.run = r.text();
     b.host = r.text();
     b.pid = static_cast<long>(r.integer());

@@ -45,7 +45,8 @@ struct WillBody {
     std::string waiter; // its id on the wait list and the --fair queue
     std::optional<Millis> once_per;
     std::optional<Millis> min_hold;
-    std::optional<long long> cron_slot_ms; // a cron slot's run: its slot (job/cron_slot.hpp)
+    std::optional<long long> cron_slot_ms;       // a cron slot's run: its slot (job/cron_slot.hpp)
+    std::optional<long long> cron_keep_until_ms; // and until when its slot record is needed
     // Its history entry: the run's id, and who ran what.
     std::string run;
     std::string host;

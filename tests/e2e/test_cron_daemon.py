@@ -536,6 +536,28 @@ class TestOnTheServers(CronTest):
         self.assertEqual(self.server.command("HGET", "{lock:tick}:fence", "cw"), "*/2 * * * * *")
 
 
+    def test_a_killed_runs_release_keeps_the_record_as_long_as_its_slot_needs(self):
+        # The run's redlock killed: its releaser records the run (killed) and, with a
+        # history age of 1 min, must keep the record the slot's window (1 h), as the run
+        # would have, not cut it to the age: else the slot could be claimed again. (The
+        # run holds the lock 5 s first: an entry of a run held a sixteenth of the age, 4 s,
+        # sets the record's expiry.)
+        config = self.write_file("short-age.toml", 'history_max_age = "1m"\n')
+        then = ('sleep 5; echo "$PPID" > ' + self.path("pid.tmp") + '; mv '
+                + self.path("pid.tmp") + ' ' + self.path("pid") + '; sleep 30')
+        tab = self.crontab(self.job("*/30 * * * * *", "once", then=then))
+        d = self.daemon(tab, env={"REDLOCK_CONFIG": config})
+        wait_until(lambda: os.path.exists(self.path("pid")), 40, message="a first run")
+        with open(self.path("pid")) as f:
+            os.kill(int(f.read()), signal.SIGKILL)
+        wait_until(lambda: any(r["outcome"] == "killed" for r in self.history("once")), 20,
+                   message="the killed run recorded")
+        d.signal(signal.SIGTERM)
+        self.assertEqual(d.wait(), 0, d.stderr)
+        pttl = self.server.command("PTTL", "{lock:once}:fence")
+        self.assertGreater(pttl, 3600 * 1000)
+
+
 class TestSeenFromTheFleet(CronTest, ExporterTest):
     def test_the_exporter_serves_each_jobs_schedule_next_fire_and_outcomes(self):
         tab = self.crontab("CRON_TZ=Europe/Berlin\n" + self.job("*/2 * * * * *", "tick"))

@@ -323,12 +323,14 @@ class PauseTest(StoppedRedlockTest):
         # While the watchdog is stopped, redlock renews and sends it a deadline per
         # renewal. Continued, it must go by the latest one (the lease is healthy), not by
         # the oldest queued, whose time has long passed.
-        holder = self.holder(["-k", "dog", "-t", "1s"],
+        # A 3 s lease: one of 1 s lapsed on a loaded machine (renewals late by a second),
+        # and then the watchdog is right to kill.
+        holder = self.holder(["-k", "dog", "-t", "3s"],
                              global_args=self.global_args).wait_ready()
         proc, program = holder.proc, holder.program_pid
         dog = self.watchdog_of(proc.pid, program)
         self.stop(dog)
-        # Renewals go every third of the 1 s lease: after six of them, the deadlines the
+        # Renewals go every third of the lease: after six of them, the deadlines the
         # watchdog had (and the first ones queued) are more than a lease in the past.
         renewals = lambda: int(self.redis[0].commandstats().get("evalsha", {}).get("calls", 0))
         first = renewals()
