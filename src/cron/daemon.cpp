@@ -284,6 +284,8 @@ class Output {
             text += "skipped-overlap: the run of an earlier slot still runs";
         else if (e.outcome == "missed")
             text += "missed: past its catch-up window";
+        else if (!here && e.outcome == "interrupted")
+            text += "interrupted before the slot was decided: not run here";
         else if (here)
             text += util::format("{} on {} (fence {}, exit {}, {})", e.outcome, m_host, e.fence,
                                  e.status, util::format_duration(milliseconds(e.held_ms)));
@@ -736,7 +738,13 @@ class Daemon {
                 }
             }
             const bool again = should_retry(run, now);
-            m_output.slot_line(run.job, run.slot, run.end, *run.wait_status, again);
+            // A run the drain stopped before its slot was decided: interrupted, not killed
+            // (nothing ran; another host, or this one at its next start, may run the slot).
+            const auto end =
+                run.end || !run.stopped || run.started
+                    ? run.end
+                    : std::optional<job::SlotEnd>(job::SlotEnd{.outcome = "interrupted"});
+            m_output.slot_line(run.job, run.slot, end, *run.wait_status, again);
             if (again)
                 m_retries.push_back(
                     {run.job, run.slot, run.attempt + 1,
