@@ -271,6 +271,12 @@ def run(seconds, seed, jobs=int(os.environ.get("CRON_FAULTS_JOBS", "52"))):
                             "faults": len(events), "problems": len(problems)}}
         for p in problems[:40]:
             print(f"faults: cron: VIOLATION {p}", flush=True)
+        kinds = collections.Counter()
+        for p in problems:
+            kind = p.split("): ", 1)[-1].split(":", 1)[0].split(" (", 1)[0]
+            kinds[kind if p.startswith("(") else "daemon"] += 1
+        for kind, n in kinds.most_common():
+            print(f"faults: cron: {n} {kind}", flush=True)
         if problems:
             print("faults: cron: nemesis:", flush=True)
             for t, text in events:
