@@ -161,6 +161,29 @@ def _rmdir_quietly(path):
     return True
 
 
+def redlock_pid(popen):
+    """The pid of the redlock that `popen` started, maybe behind a prefix (faketime forks
+    its command rather than exec it, and dies of a signal meant for redlock); popen's own
+    when none is found."""
+    pid = popen.pid
+    for _ in range(5):
+        try:
+            if os.path.samefile(f"/proc/{pid}/exe", REDLOCK_BIN):
+                return pid
+            with open(f"/proc/{pid}/task/{pid}/children") as f:
+                pid = int(f.read().split()[0])
+        except (OSError, IndexError):
+            break
+    return popen.pid
+
+
+def captured_text(f):
+    """What a process wrote so far to `f`, a file its output goes to."""
+    f.flush()
+    with open(f.name, "rb") as r:
+        return r.read().decode("utf-8", "replace")
+
+
 def kill_quietly(pid, sig=signal.SIGKILL):
     try:
         os.kill(pid, sig)
@@ -851,18 +874,13 @@ class RedlockProcess:
     def elapsed(self):
         return (self.ended or time.monotonic()) - self.started
 
-    def _read(self, f):
-        f.flush()
-        with open(f.name, "rb") as r:
-            return r.read().decode("utf-8", "replace")
-
     @property
     def stdout(self):
-        return self._read(self._out)
+        return captured_text(self._out)
 
     @property
     def stderr(self):
-        return self._read(self._err)
+        return captured_text(self._err)
 
     def send_signal(self, sig):
         self.popen.send_signal(sig)

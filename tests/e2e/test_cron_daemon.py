@@ -16,7 +16,7 @@ import tempfile
 import time
 
 from redlock_e2e import (REDLOCK_BIN, SLACK, E2ETest, RedisServer, _die_with_parent,
-                         kill_quietly, wait_until)
+                         captured_text, kill_quietly, redlock_pid, wait_until)
 from test_exporter import ExporterTest
 from test_monitoring import sample
 
@@ -50,29 +50,15 @@ class CronDaemon:
     @property
     def pid(self):
         """The daemon's pid: a prefix such as faketime forks it rather than exec it."""
-        pid = self.popen.pid
-        for _ in range(5):
-            try:
-                if os.path.samefile(f"/proc/{pid}/exe", REDLOCK_BIN):
-                    return pid
-                with open(f"/proc/{pid}/task/{pid}/children") as f:
-                    pid = int(f.read().split()[0])
-            except (OSError, IndexError):
-                break
-        return self.popen.pid
-
-    def _read(self, f):
-        f.flush()
-        with open(f.name, "rb") as r:
-            return r.read().decode("utf-8", "replace")
+        return redlock_pid(self.popen)
 
     @property
     def stdout(self):
-        return self._read(self._out)
+        return captured_text(self._out)
 
     @property
     def stderr(self):
-        return self._read(self._err)
+        return captured_text(self._err)
 
     def signal(self, sig):
         os.kill(self.pid, sig)

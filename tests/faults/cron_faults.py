@@ -110,16 +110,7 @@ class Daemon:
     def pid(self):
         """The daemon's own pid: faketime forks its command rather than exec it, and dies
         of a SIGTERM meant for the daemon."""
-        pid = self.proc.pid
-        for _ in range(5):
-            try:
-                if os.path.samefile(f"/proc/{pid}/exe", REDLOCK_BIN):
-                    return pid
-                with open(f"/proc/{pid}/task/{pid}/children") as f:
-                    pid = int(f.read().split()[0])
-            except (OSError, IndexError):
-                break
-        return self.proc.pid
+        return e2e.redlock_pid(self.proc)
 
     def up(self):
         return self.proc is not None and self.proc.poll() is None and not self.stopped
